@@ -1,0 +1,56 @@
+#!/bin/sh
+# Runs inside the debootstrapped root (chroot) to make it a lab "Spark": systemd as init,
+# sshd with key-only root login, host keys made per container at first boot, networkd
+# for netplan, and nothing that fights a container (getty, udev triggers, timesyncd).
+set -eu
+echo 'root:*' | chpasswd -e
+mkdir -p /root/.ssh && chmod 0700 /root/.ssh
+cat > /etc/ssh/sshd_config.d/10-sparkfold-lab.conf <<'CONF'
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UseDNS no
+CONF
+# Each container must get its own host keys: drop the ones made at install time and
+# make them when sshd first starts.
+rm -f /etc/ssh/ssh_host_*
+mkdir -p /etc/systemd/system/ssh.service.d
+cat > /etc/systemd/system/ssh.service.d/10-hostkeys.conf <<'CONF'
+[Service]
+ExecStartPre=
+ExecStartPre=/usr/bin/ssh-keygen -A
+ExecStartPre=/usr/sbin/sshd -t
+CONF
+systemctl enable ssh.service systemd-networkd.service
+for unit in getty.target console-getty.service systemd-timesyncd.service \
+    systemd-udev-trigger.service systemd-udevd.service systemd-udevd-control.socket \
+    systemd-udevd-kernel.socket apt-daily.timer apt-daily-upgrade.timer \
+    e2scrub_all.timer fstrim.timer; do
+  systemctl mask "$unit" >/dev/null 2>&1 || true
+done
+# A container cannot write uevents to /sys, so `udevadm trigger` (run by `netplan apply`)
+# fails there. The lab makes only that subcommand a no-op; netplan, networkd and the role
+# are otherwise exactly what runs on a Spark.
+dpkg-divert --quiet --local --rename --divert /usr/bin/udevadm.real --add /usr/bin/udevadm
+cat > /usr/bin/udevadm <<'SHIM'
+#!/bin/sh
+[ "$1" = trigger ] && exit 0
+exec /usr/bin/udevadm.real "$@"
+SHIM
+chmod 0755 /usr/bin/udevadm
+# Keep downloaded packages: the lab shares /var/cache/apt/archives with the host cache.
+cat > /etc/apt/apt.conf.d/10-sparkfold-lab <<'CONF'
+APT::Keep-Downloaded-Packages "true";
+Binary::apt::APT::Keep-Downloaded-Packages "true";
+CONF
+rm -f /etc/apt/apt.conf.d/docker-clean
+cat > /etc/apt/sources.list <<'CONF'
+deb http://deb.debian.org/debian bookworm main
+deb http://deb.debian.org/debian bookworm-updates main
+deb http://deb.debian.org/debian-security bookworm-security main
+CONF
+# pip inside the lab trusts the same CA bundle as the host (outbound TLS is intercepted).
+printf '[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n' > /etc/pip.conf
+echo 'sparkfold-lab' > /etc/sparkfold-lab
+apt-get clean
+rm -rf /var/lib/apt/lists/* /tmp/* /var/log/*.log
