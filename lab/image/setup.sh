@@ -10,6 +10,9 @@ PermitRootLogin prohibit-password
 PasswordAuthentication no
 KbdInteractiveAuthentication no
 UseDNS no
+# The lab's controller key is mounted here; root's own authorized_keys stays a plain
+# file for roles to manage, as on a real Spark.
+AuthorizedKeysFile .ssh/authorized_keys /etc/ssh/sparkfold-lab/authorized_keys
 CONF
 # Each container must get its own host keys: drop the ones made at install time and
 # make them when sshd first starts.
@@ -52,5 +55,10 @@ CONF
 # pip inside the lab trusts the same CA bundle as the host (outbound TLS is intercepted).
 printf '[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n' > /etc/pip.conf
 echo 'sparkfold-lab' > /etc/sparkfold-lab
+# Every node needs its own machine-id: udev derives persistent MAC addresses from it, and
+# two nodes with one machine-id would get one MAC on the management network after
+# `netplan apply`. An empty file makes systemd create one at boot.
+: > /etc/machine-id
+rm -f /var/lib/dbus/machine-id
 apt-get clean
 rm -rf /var/lib/apt/lists/* /tmp/* /var/log/*.log

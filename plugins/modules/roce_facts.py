@@ -1,0 +1,234 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, sparkfold developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: roce_facts
+short_description: Gather RoCE devices, GID tables and netdevs from sysfs
+version_added: "0.1.0"
+description:
+  - Reads C(<sysfs_root>/class/infiniband) and C(<sysfs_root>/class/net) and returns the RDMA devices,
+    their ports, the non-empty GID table entries and every netdev, each with the RDMA device and port tied
+    to it, as the fact C(sparkfold_roce).
+  - Built for the ConnectX-7 of an NVIDIA DGX Spark, where each QSFP port shows up as two PCIe "twins"
+    (for example C(rocep1s0f1) and C(roceP2p1s0f1)), each with its own netdev and GID table.
+  - The RoCE v2 GID index of an address differs between nodes and drifts (3, then 4 or 5) when addresses are
+    added. Use RV(ansible_facts.sparkfold_roce.ipv4_gids) to look the index up by IPv4 address instead of
+    pinning it.
+  - A GID slot is empty, and left out, when its GID is all zeros or when its C(gid_attrs/types) file is missing
+    or unreadable (the kernel answers EINVAL for unused slots).
+  - A host without RDMA devices (no or empty C(class/infiniband)) is not an error; the module returns
+    RV(ansible_facts.sparkfold_roce.rdma_available=false), empty RV(ansible_facts.sparkfold_roce.devices) and
+    RV(ansible_facts.sparkfold_roce.ipv4_gids), and still lists the netdevs of C(class/net), so interface names
+    can be checked on such a host too. Without C(class/net), RV(ansible_facts.sparkfold_roce.netdevs) is empty.
+  - Read-only; never reports a change.
+author:
+  - sparkfold developers (@sparkfold)
+options:
+  sysfs_root:
+    description:
+      - The directory that contains C(class/), normally C(/sys).
+      - Point it at a copy of a sysfs tree to inspect another machine's state or in tests.
+      - The module fails when the path does not exist, is not a directory, or has no C(class/) directory.
+    type: path
+    default: /sys
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.facts
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  facts:
+    support: full
+  platform:
+    platforms: linux
+notes:
+  - Every netdev under C(class/net) appears under RV(ansible_facts.sparkfold_roce.netdevs), RDMA or not
+    (C(lo), Wi-Fi and the 10GbE port included). Select the RDMA ones by their C(rdma_device).
+  - IPv4-mapped GIDs are returned in dotted form (C(::ffff:192.168.100.11)) whatever the target's Python version.
+seealso:
+  - name: Linux kernel ABI, sysfs-class-infiniband
+    description: The files this module reads under C(/sys/class/infiniband).
+    link: https://www.kernel.org/doc/Documentation/ABI/stable/sysfs-class-infiniband
+"""
+
+EXAMPLES = r"""
+- name: Gather RoCE facts
+  sparkfold.cluster.roce_facts:
+
+- name: Stop early when the node has no RDMA device
+  ansible.builtin.assert:
+    that: sparkfold_roce.rdma_available
+    fail_msg: No RDMA device under /sys/class/infiniband; is the ConnectX-7 driver (mlx5_ib) loaded?
+
+- name: Look up the RoCE v2 GID index of this node's rail address (never pin it globally)
+  ansible.builtin.set_fact:
+    nccl_ib_gid_index: "{{ sparkfold_roce.ipv4_gids[rail_ipv4].index }}"
+  vars:
+    rail_ipv4: 192.168.100.11
+
+- name: Both twins of port 1 must run jumbo frames
+  ansible.builtin.assert:
+    that: sparkfold_roce.netdevs[item].mtu == 9000
+  loop:
+    - enp1s0f1np1
+    - enP2p1s0f1np1
+
+- name: The configured interfaces must exist, with or without RDMA devices (the lab has none)
+  ansible.builtin.assert:
+    that: item in sparkfold_roce.netdevs
+    fail_msg: "No interface {{ item }} (have: {{ sparkfold_roce.netdevs.keys() | sort | join(', ') }})"
+  loop:
+    - enp1s0f1np1
+    - enP2p1s0f1np1
+
+- name: Names of the netdevs that carry an RDMA device
+  ansible.builtin.set_fact:
+    rdma_netdevs: >-
+      {{ sparkfold_roce.netdevs | dict2items | rejectattr('value.rdma_device', 'none')
+         | map(attribute='key') | list }}
+
+- name: Read a sysfs tree copied from another machine
+  sparkfold.cluster.roce_facts:
+    sysfs_root: /srv/captures/spark-b/sys
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts to add to the host's variables.
+  returned: always
+  type: dict
+  contains:
+    sparkfold_roce:
+      description: RDMA devices, every netdev and the IPv4 to RoCE v2 GID map.
+      returned: always
+      type: dict
+      contains:
+        rdma_available:
+          description: Whether C(class/infiniband) holds at least one RDMA device.
+          returned: always
+          type: bool
+          sample: true
+        devices:
+          description:
+            - RDMA devices keyed by name (C(rocep1s0f0)).
+            - Each device has C(fw_ver), C(hca_type), C(node_guid) (null when unreadable), C(netdevs)
+              (the names under C(device/net)) and C(ports), keyed by port number as a string (C("1")).
+            - Each port has C(state) (V(ACTIVE), V(DOWN)), C(state_code) (V(4)), C(phys_state) (V(LinkUp)),
+              C(phys_state_code) (V(5)), C(rate) (the raw text such as V(200 Gb/sec (4X HDR\))), C(rate_gbps)
+              (V(200.0)), C(active_mtu) (null when the kernel has no such file), C(link_layer) (V(Ethernet)),
+              C(netdev) (from the GID table, else the device's only C(device/net) entry, else null) and C(gids).
+            - C(gids) lists the non-empty GID slots in index order, each with C(index), C(gid) (compressed IPv6
+              text), C(type) (V(RoCE v2) or V(IB/RoCE v1)), C(netdev) and C(ipv4) (the address of an
+              IPv4-mapped GID, else null).
+            - On a Spark the table starts with the link-local C(fe80::) GID as RoCE v1 (index 0) and RoCE v2
+              (index 1), then the IPv4-mapped GID of each address as RoCE v1 and RoCE v2 (indexes 2 and 3 on a
+              fresh node). The sample shows only the IPv4-mapped entries.
+          returned: always
+          type: dict
+          sample:
+            rocep1s0f1:
+              fw_ver: 28.44.1036
+              hca_type: MT4129
+              node_guid: 4cbb:4703:002c:7e11
+              netdevs: [enp1s0f1np1]
+              ports:
+                "1":
+                  state: ACTIVE
+                  state_code: 4
+                  phys_state: LinkUp
+                  phys_state_code: 5
+                  rate: 200 Gb/sec (4X HDR)
+                  rate_gbps: 200.0
+                  active_mtu: null
+                  link_layer: Ethernet
+                  netdev: enp1s0f1np1
+                  gids:
+                    - {index: 2, gid: "::ffff:192.168.102.11", type: IB/RoCE v1, netdev: enp1s0f1np1,
+                       ipv4: 192.168.102.11}
+                    - {index: 3, gid: "::ffff:192.168.102.11", type: RoCE v2, netdev: enp1s0f1np1,
+                       ipv4: 192.168.102.11}
+        netdevs:
+          description:
+            - Every netdev under C(class/net) (RDMA or not), keyed by name, each with C(mtu) (int), C(speed)
+              (Mb/s; null when the link is down and the kernel reports -1 or refuses the read), C(operstate),
+              C(address), C(rdma_device) and C(rdma_port).
+            - C(rdma_device) names the RDMA device tied to the netdev through a port (the port's C(netdev) or a
+              C(gid_attrs/ndevs) entry) or through its C(device/net); null when none is.
+            - C(rdma_port) is the number (int) of that port; null when the netdev is tied through C(device/net)
+              alone or not at all.
+            - Empty when C(class/net) is missing.
+          returned: always
+          type: dict
+          sample:
+            enp1s0f1np1: {mtu: 9000, speed: 200000, operstate: up, address: "4c:bb:47:2c:7e:11",
+                          rdma_device: rocep1s0f1, rdma_port: 1}
+            enP7s7: {mtu: 1500, speed: 10000, operstate: up, address: "4c:bb:47:2c:70:01",
+                     rdma_device: null, rdma_port: null}
+        ipv4_gids:
+          description:
+            - IPv4 addresses that have a RoCE v2 GID, each with C(device), C(port) (int), C(index) (the GID
+              index to give NCCL or C(ib_write_bw -x)), C(netdev) and C(gid).
+            - When one address has RoCE v2 GIDs on two devices the first (by device name) is kept and the
+              module warns.
+          returned: always
+          type: dict
+          sample:
+            192.168.102.11: {device: rocep1s0f1, port: 1, index: 3, netdev: enp1s0f1np1, gid: "::ffff:192.168.102.11"}
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.common.text.converters import to_native
+from ansible_collections.sparkfold.cluster.plugins.module_utils.roce import (
+    SysfsError,
+    gather_roce_facts,
+)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "sysfs_root": {"type": "path", "default": "/sys"},
+        },
+        supports_check_mode=True,
+    )
+    sysfs_root = module.params["sysfs_root"]
+
+    if not os.path.exists(sysfs_root):
+        module.fail_json(
+            msg=f"sysfs_root {sysfs_root} does not exist; set sysfs_root to the directory that contains class/ "
+            "(default /sys)"
+        )
+    if not os.path.isdir(sysfs_root):
+        module.fail_json(
+            msg=f"sysfs_root {sysfs_root} is not a directory; set sysfs_root to the directory that contains "
+            "class/ (default /sys)"
+        )
+    if not os.path.isdir(os.path.join(sysfs_root, "class")):
+        module.fail_json(
+            msg=f"sysfs_root {sysfs_root} has no class/ directory; set sysfs_root to the directory that "
+            "contains class/ (default /sys, not /sys/class)"
+        )
+
+    try:
+        facts, warnings = gather_roce_facts(sysfs_root)
+    except SysfsError as exc:
+        module.fail_json(msg=to_native(exc))
+
+    for warning in warnings:
+        module.warn(warning)
+
+    module.exit_json(changed=False, ansible_facts={"sparkfold_roce": facts})
+
+
+if __name__ == "__main__":
+    main()
