@@ -496,7 +496,7 @@ def test_empty_infiniband_class(tmp_path):
 def test_plain_files_under_class_net_are_not_netdevs(tmp_path):
     _write(tmp_path / "class" / "net" / "bonding_masters", "")
     (tmp_path / "class" / "net" / "eth0").mkdir()
-    facts, _ = roce.gather_roce_facts(str(tmp_path))
+    facts, _warnings = roce.gather_roce_facts(str(tmp_path))
     assert list(facts["netdevs"]) == ["eth0"]
 
 
@@ -535,7 +535,7 @@ def test_nonzero_gid_with_unreadable_type_is_skipped_and_netdev_from_device_net(
     _tiny_device(
         tmp_path, "rocep1s0f0", "enp1s0f0np0", [mapped, mapped], {1: "RoCE v2"}
     )
-    facts, _ = roce.gather_roce_facts(str(tmp_path))
+    facts, _warnings = roce.gather_roce_facts(str(tmp_path))
     port = facts["devices"]["rocep1s0f0"]["ports"]["1"]
     assert _gid_rows(port) == [
         (1, "::ffff:192.168.100.1", "RoCE v2", None, "192.168.100.1")
@@ -556,7 +556,7 @@ def test_nonzero_gid_with_unreadable_type_is_skipped_and_netdev_from_device_net(
 
 def test_port_netdev_unknown_without_ndevs_or_device_net(tmp_path):
     _tiny_device(tmp_path, "mlx5_0", "ib0", [], {}, device_net=False)
-    facts, _ = roce.gather_roce_facts(str(tmp_path))
+    facts, _warnings = roce.gather_roce_facts(str(tmp_path))
     assert facts["rdma_available"] is True
     assert facts["devices"]["mlx5_0"]["ports"]["1"]["netdev"] is None
     assert facts["devices"]["mlx5_0"]["ports"]["1"]["gids"] == []
@@ -578,7 +578,7 @@ def test_netdev_tied_only_through_device_net_has_no_port(tmp_path):
     _tiny_device(tmp_path, "mlx5_0", "eth0", [], {})
     (tmp_path / "class" / "infiniband" / "mlx5_0" / "device" / "net" / "eth1").mkdir()
     _write(tmp_path / "class" / "net" / "eth1" / "mtu", "1500")
-    facts, _ = roce.gather_roce_facts(str(tmp_path))
+    facts, _warnings = roce.gather_roce_facts(str(tmp_path))
     assert facts["devices"]["mlx5_0"]["ports"]["1"]["netdev"] is None
     assert {
         name: (nd["rdma_device"], nd["rdma_port"]) for name, nd in facts["netdevs"].items()

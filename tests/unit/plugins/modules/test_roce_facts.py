@@ -97,7 +97,7 @@ def test_returns_facts_for_spark_a(module_result, fixtures_dir):
 
 def test_check_mode_returns_same_facts(module_result, fixtures_dir):
     root = os.path.join(fixtures_dir, "sysfs", "spark-b-shifted")
-    kind, result, _ = module_result({"sysfs_root": root, "_ansible_check_mode": True})
+    kind, result, _warnings = module_result({"sysfs_root": root, "_ansible_check_mode": True})
     assert kind == "exit"
     assert result["changed"] is False
     assert (
@@ -110,7 +110,7 @@ def test_check_mode_returns_same_facts(module_result, fixtures_dir):
 
 def test_degraded_node(module_result, fixtures_dir):
     root = os.path.join(fixtures_dir, "sysfs", "spark-degraded")
-    kind, result, _ = module_result({"sysfs_root": root})
+    kind, result, _warnings = module_result({"sysfs_root": root})
     assert kind == "exit"
     facts = result["ansible_facts"]["sparkfold_roce"]
     assert facts["devices"]["rocep1s0f1"]["ports"]["1"]["state"] == "DOWN"
@@ -145,7 +145,7 @@ def test_no_rdma_devices_is_not_an_error(module_result, tmp_path):
 
 def test_missing_sysfs_root_fails_clearly(module_result, tmp_path):
     missing = str(tmp_path / "no-such-sys")
-    kind, result, _ = module_result({"sysfs_root": missing})
+    kind, result, _warnings = module_result({"sysfs_root": missing})
     assert kind == "fail"
     assert result["msg"] == (
         f"sysfs_root {missing} does not exist; set sysfs_root to the directory that contains class/ (default /sys)"
@@ -155,7 +155,7 @@ def test_missing_sysfs_root_fails_clearly(module_result, tmp_path):
 def test_sysfs_root_is_a_file(module_result, tmp_path):
     path = tmp_path / "sys"
     path.write_text("")
-    kind, result, _ = module_result({"sysfs_root": str(path)})
+    kind, result, _warnings = module_result({"sysfs_root": str(path)})
     assert kind == "fail"
     assert result["msg"] == (
         f"sysfs_root {path} is not a directory; set sysfs_root to the directory that contains class/ (default /sys)"
@@ -165,7 +165,7 @@ def test_sysfs_root_is_a_file(module_result, tmp_path):
 def test_sysfs_root_without_class_dir(module_result, fixtures_dir):
     # a common slip: pointing at /sys/class instead of /sys
     root = os.path.join(fixtures_dir, "sysfs", "spark-a", "class")
-    kind, result, _ = module_result({"sysfs_root": root})
+    kind, result, _warnings = module_result({"sysfs_root": root})
     assert kind == "fail"
     assert result["msg"] == (
         f"sysfs_root {root} has no class/ directory; set sysfs_root to the directory that contains class/ "
@@ -179,7 +179,7 @@ def test_malformed_gid_fails_with_path(module_result, tmp_path):
     )
     gid.parent.mkdir(parents=True)
     gid.write_text("zzzz\n")
-    kind, result, _ = module_result({"sysfs_root": str(tmp_path)})
+    kind, result, _warnings = module_result({"sysfs_root": str(tmp_path)})
     assert kind == "fail"
     assert result["msg"].startswith(f"{gid}: 'zzzz' is not a GID")
 
@@ -197,7 +197,7 @@ def test_duplicate_ipv4_warns(module_result, tmp_path):
         ):
             (port / sub).parent.mkdir(parents=True, exist_ok=True)
             (port / sub).write_text(text + "\n")
-    kind, _, warnings = module_result({"sysfs_root": str(tmp_path)})
+    kind, _result, warnings = module_result({"sysfs_root": str(tmp_path)})
     assert kind == "exit"
     assert len(warnings) == 1
     assert warnings[0].startswith(
