@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Offline Hugging Face Hub server for tests (stdlib only, Python 3.8+).
 
@@ -697,7 +696,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.access_log:
         server.access_log = sys.stdout
     for spec in args.cut_after:
-        key, _, n = spec.rpartition("=")
+        key, _sep, n = spec.rpartition("=")
         server.cut_after[key] = int(n)
 
     def _term(signum, frame):
