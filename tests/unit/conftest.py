@@ -8,8 +8,11 @@ target. Under `ansible-test units` the collection already sits in an ansible_col
 tree and .collections does not exist, so nothing is added.
 """
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 
 import pytest
 
@@ -28,3 +31,57 @@ _FIXTURES_DIR = os.path.join(os.path.dirname(os.path.realpath(__file__)), "fixtu
 def fixtures_dir():
     """Absolute path of tests/unit/fixtures (data files shared by all unit tests)."""
     return _FIXTURES_DIR
+
+
+# --- offline Hugging Face Hub (tests/hub) --------------------------------------------------
+# `from tests.hub import fixtures, server` needs the repository root on sys.path.
+if _REPO_ROOT not in sys.path:
+    sys.path.insert(0, _REPO_ROOT)
+
+
+def _isolate_huggingface_env():
+    """Keep huggingface_hub away from the developer's cache, token and endpoint, on plain HTTP.
+
+    huggingface_hub reads these when it is first imported, so this runs when conftest is loaded.
+    """
+    home = tempfile.mkdtemp(prefix="sparkfold-hf-home-")
+    atexit.register(shutil.rmtree, home, True)
+    os.environ["HF_HOME"] = home
+    os.environ["HF_HUB_DISABLE_XET"] = "1"
+    os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    for name in ("HF_HUB_OFFLINE", "HF_TOKEN", "HF_ENDPOINT", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        os.environ.pop(name, None)
+
+
+_isolate_huggingface_env()
+
+
+@pytest.fixture(scope="session")
+def hub_data(tmp_path_factory):
+    """The fixture Hub repos (tests/hub/fixtures.py), built once per session: a fixtures.HubData."""
+    from tests.hub import fixtures
+
+    return fixtures.build_hub(str(tmp_path_factory.mktemp("hub")))
+
+
+@pytest.fixture
+def hub_server(hub_data):
+    """A started tests.hub.server.HubServer on 127.0.0.1 (`.url`, `.requests`, `.cut_after`, ...)."""
+    from tests.hub.server import HubServer
+
+    with HubServer(hub_data) as server:
+        yield server
+
+
+@pytest.fixture
+def hub_env(hub_server, tmp_path):
+    """Environment for a subprocess that talks to hub_server (own HF_HOME, no token, plain HTTP)."""
+    env = dict(os.environ)
+    env.update({
+        "HF_ENDPOINT": hub_server.url,
+        "HF_HOME": str(tmp_path / "hf-home"),
+        "HF_HUB_DISABLE_XET": "1",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+    })
+    return env
