@@ -1,0 +1,474 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Unit tests for sparkfold.cluster.hub_revision, run in-process against the offline Hub (tests/hub)."""
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.basic import missing_required_lib
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.sparkfold.cluster.plugins.module_utils import hub
+from ansible_collections.sparkfold.cluster.plugins.modules import hub_revision
+
+from tests.hub.fixtures import (
+    BASE,
+    GATED,
+    GOOD_TOKEN,
+    NOACCESS_TOKEN,
+    QUANT,
+    QUANT_PIN,
+    SQUASH_TITLE,
+    SQUASHED,
+    SQUASHED_PIN,
+)
+
+
+class ExitJson(Exception):
+    pass
+
+
+class FailJson(Exception):
+    pass
+
+
+@pytest.fixture(autouse=True)
+def hf_env(monkeypatch, tmp_path):
+    """Plain HTTP, an empty HF_HOME, no token and no endpoint from the environment."""
+    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    for name in ("HF_TOKEN", "HF_TOKEN_PATH", "HF_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def run(monkeypatch):
+    """Run hub_revision.main() with the given args; return (kind, result dict, warnings)."""
+
+    def exit_json(self, **kwargs):
+        raise ExitJson(kwargs)
+
+    def fail_json(self, **kwargs):
+        kwargs["failed"] = True
+        raise FailJson(kwargs)
+
+    warnings = []
+
+    def warn(self, warning):
+        warnings.append(warning)
+
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+    monkeypatch.setattr(basic.AnsibleModule, "warn", warn)
+
+    def _run(args):
+        with patch_module_args(args):
+            try:
+                hub_revision.main()
+            except ExitJson as exc:
+                return "exit", exc.args[0], warnings
+            except FailJson as exc:
+                return "fail", exc.args[0], warnings
+        raise AssertionError("module returned without exit_json or fail_json")
+
+    return _run
+
+
+def listing(hub_data, repo_id, rev="main"):
+    """What the module must return as files: the fixture's files with the Hub's hashes, sorted by path."""
+    files = hub_data.repos[repo_id].files(rev)
+    return [
+        {"path": p, "size": f.size, "sha256": f.sha256 if f.lfs else None, "blob_id": f.blob_id}
+        for p, f in sorted(files.items())
+    ]
+
+
+def manifest(hub_data, repo_id, rev="main", suffix=""):
+    """expected_files for repo_id at rev: sha256 for LFS files, blob_id for the others."""
+    out = []
+    for p, f in sorted(hub_data.repos[repo_id].files(rev).items()):
+        if p.endswith(suffix):
+            out.append({"path": p, "sha256": f.sha256} if f.lfs else {"path": p, "blob_id": f.blob_id})
+    return out
+
+
+def resolve_gets(hub_server):
+    return [path for method, path in hub_server.requests if method == "GET" and "/resolve/" in path]
+
+
+def quant_refs(hub_data):
+    main = hub_data.pin(QUANT, "main")
+    return {
+        "branches": [
+            {
+                "name": "exl3/2.9bpw",
+                "commit": QUANT_PIN,
+                "date": "2026-01-06T11:30:00+00:00",
+                "title": "Add EXL3 shards",
+            },
+            {"name": "main", "commit": main, "date": "2026-01-07T09:15:00+00:00", "title": "Update README"},
+        ],
+        "tags": [
+            {"name": "v1.0", "commit": QUANT_PIN, "date": "2026-01-06T11:30:00+00:00", "title": "Add EXL3 shards"},
+        ],
+    }
+
+
+def test_branch_resolves_to_commit_files_and_refs(run, hub_server, hub_data):
+    kind, result, warnings = run({"repo_id": QUANT, "endpoint": hub_server.url})
+    assert kind == "exit", result
+    assert warnings == []
+    files = listing(hub_data, QUANT, "main")
+    assert {k: v for k, v in result.items() if k != "invocation"} == {
+        "changed": False,
+        "commit": hub_data.pin(QUANT, "main"),
+        "requested_revision": "main",
+        "files": files,
+        "total_bytes": sum(f["size"] for f in files),
+        "refs": quant_refs(hub_data),
+        "policy_applied": None,
+    }
+    # LFS shards carry the content sha256, git files only their blob id
+    shard = next(f for f in result["files"] if f["path"] == "model-00001-of-00003.safetensors")
+    assert shard["sha256"] == hub_data.file(QUANT, "model-00001-of-00003.safetensors").sha256
+    assert next(f for f in result["files"] if f["path"] == "config.json")["sha256"] is None
+    assert resolve_gets(hub_server) == []
+
+
+@pytest.mark.parametrize(
+    "revision",
+    ["v1.0", "exl3/2.9bpw", QUANT_PIN, QUANT_PIN[:7], QUANT_PIN[:12]],
+    ids=["tag", "branch-with-slash", "full-sha", "short-sha-7", "short-sha-12"],
+)
+def test_revisions_resolve_to_the_full_commit(run, hub_server, hub_data, revision):
+    kind, result, warnings = run({"repo_id": QUANT, "revision": revision, "endpoint": hub_server.url})
+    assert kind == "exit", result
+    assert warnings == []
+    assert result["commit"] == QUANT_PIN
+    assert result["requested_revision"] == revision
+    assert result["files"] == listing(hub_data, QUANT, "v1.0")
+    assert result["total_bytes"] == sum(f.size for f in hub_data.repos[QUANT].files("v1.0").values())
+    assert result["refs"] == quant_refs(hub_data)
+    assert result["changed"] is False
+
+
+def test_check_mode_and_endpoint_from_environment(run, hub_server, hub_data, monkeypatch):
+    monkeypatch.setenv("HF_ENDPOINT", hub_server.url)
+    kind, result, _warnings = run({"repo_id": BASE, "_ansible_check_mode": True})
+    assert kind == "exit", result
+    assert result["changed"] is False
+    assert result["commit"] == hub_data.pin(BASE)
+    assert result["refs"] == {
+        "branches": [
+            {
+                "name": "main",
+                "commit": hub_data.pin(BASE),
+                "date": "2025-12-02T12:00:00+00:00",
+                "title": "Upload tokenizer",
+            },
+        ],
+        "tags": [],
+    }
+
+
+def test_squashed_pin_fails_before_download_naming_the_heads(run, hub_server, hub_data):
+    head = hub_data.pin(SQUASHED)
+    kind, result, _warnings = run({"repo_id": SQUASHED, "revision": SQUASHED_PIN, "endpoint": hub_server.url})
+    assert kind == "fail"
+    ref = {"commit": head, "date": "2026-02-01T00:00:00+00:00", "title": SQUASH_TITLE}
+    assert result["hub_error"] == "revision_not_found"
+    assert result["refs"] == {"branches": [{"name": "main", **ref}], "tags": [{"name": "v0", **ref}]}
+    assert result["squashed"] == {"name": "main", **ref}
+    assert result["msg"] == (
+        f"revision {SQUASHED_PIN} does not exist in {SQUASHED} on {hub_server.url} (the Hub answered "
+        "RevisionNotFound; nothing was downloaded). "
+        f'Branches now: main at {head[:7]} (2026-02-01 00:00 UTC, "{SQUASH_TITLE}"). '
+        f'Tags now: v0 at {head[:7]} (2026-02-01 00:00 UTC, "{SQUASH_TITLE}"). '
+        f'The history of main looks super-squashed: it is a single commit titled "{SQUASH_TITLE}", so older '
+        f"commits such as {SQUASHED_PIN} were removed from the Hub and will not come back. "
+        f"To go on, pin one of the commits above (for example revision: {head}, the head of main) after checking "
+        "its files, or set on_missing=branch_head_if_files_match with expected_files to accept the head of main "
+        "only if its files match the ones you expect."
+    )
+    assert resolve_gets(hub_server) == []
+
+
+def test_missing_revision_of_a_normal_history_is_not_called_squashed(run, hub_server, hub_data):
+    missing = "0123456789abcdef0123456789abcdef01234567"
+    kind, result, _warnings = run({"repo_id": QUANT, "revision": missing, "endpoint": hub_server.url})
+    assert kind == "fail"
+    assert result["hub_error"] == "revision_not_found"
+    assert result["squashed"] is None
+    main = hub_data.pin(QUANT)
+    assert result["msg"] == (
+        f"revision {missing} does not exist in {QUANT} on {hub_server.url} (the Hub answered RevisionNotFound; "
+        "nothing was downloaded). "
+        f'Branches now: exl3/2.9bpw at {QUANT_PIN[:7]} (2026-01-06 11:30 UTC, "Add EXL3 shards"); '
+        f'main at {main[:7]} (2026-01-07 09:15 UTC, "Update README"). '
+        f'Tags now: v1.0 at {QUANT_PIN[:7]} (2026-01-06 11:30 UTC, "Add EXL3 shards"). '
+        f"The history of main (3 commits) does not look super-squashed; check {missing} for a typo. "
+        f"To go on, pin one of the commits above (for example revision: {main}, the head of main) after checking "
+        "its files, or set on_missing=branch_head_if_files_match with expected_files to accept the head of main "
+        "only if its files match the ones you expect."
+    )
+
+
+def test_unknown_short_sha_is_a_missing_revision(run, hub_server):
+    kind, result, _warnings = run({"repo_id": QUANT, "revision": "abcdef0", "endpoint": hub_server.url})
+    assert kind == "fail"
+    assert result["hub_error"] == "revision_not_found"
+    assert result["msg"].startswith(f"revision abcdef0 does not exist in {QUANT} on {hub_server.url} ")
+
+
+def test_policy_accepts_branch_head_when_all_files_match(run, hub_server, hub_data):
+    head = hub_data.pin(SQUASHED)
+    expected = manifest(hub_data, SQUASHED)
+    kind, result, warnings = run(
+        {
+            "repo_id": SQUASHED,
+            "revision": SQUASHED_PIN,
+            "endpoint": hub_server.url,
+            "on_missing": "branch_head_if_files_match",
+            "expected_files": expected,
+        }
+    )
+    assert kind == "exit", result
+    assert result["changed"] is False
+    assert result["commit"] == head
+    assert result["requested_revision"] == SQUASHED_PIN
+    assert result["files"] == listing(hub_data, SQUASHED)
+    assert result["policy_applied"] == {
+        "policy": "branch_head_if_files_match",
+        "requested_revision": SQUASHED_PIN,
+        "fallback_branch": "main",
+        "commit": head,
+        "files_compared": len(expected),
+    }
+    assert warnings == [
+        f"revision {SQUASHED_PIN} does not exist in {SQUASHED} on {hub_server.url}; "
+        f"on_missing=branch_head_if_files_match accepted the head of main, commit {head}, whose {len(expected)} "
+        "expected files match expected_files"
+    ]
+    assert resolve_gets(hub_server) == []
+
+
+def test_policy_with_patterns_compares_only_matching_files(run, hub_server, hub_data):
+    expected = manifest(hub_data, SQUASHED, suffix=".safetensors")
+    assert len(expected) == 3
+    kind, result, warnings = run(
+        {
+            "repo_id": SQUASHED,
+            "revision": SQUASHED_PIN,
+            "endpoint": hub_server.url,
+            "on_missing": "branch_head_if_files_match",
+            "match_patterns": ["*.safetensors"],
+            "expected_files": expected,
+        }
+    )
+    assert kind == "exit", result
+    assert result["policy_applied"]["files_compared"] == 3
+    assert result["commit"] == hub_data.pin(SQUASHED)
+    assert len(warnings) == 1
+
+
+def test_policy_refuses_when_files_differ(run, hub_server, hub_data):
+    head = hub_data.pin(SQUASHED)
+    expected = manifest(hub_data, SQUASHED, suffix=".safetensors")
+    shard1 = hub_data.file(SQUASHED, "model-00001-of-00003.safetensors").sha256
+    expected[0] = {"path": "model-00001-of-00003.safetensors", "sha256": "f" * 64}
+    del expected[1]  # model-00002 is on the Hub but not expected
+    expected.append({"path": "model-00004-of-00003.safetensors", "sha256": "e" * 64})
+    expected.append({"path": "config.json", "sha256": "d" * 64})  # a git file: the Hub lists no sha256
+    kind, result, warnings = run(
+        {
+            "repo_id": SQUASHED,
+            "revision": SQUASHED_PIN,
+            "endpoint": hub_server.url,
+            "on_missing": "branch_head_if_files_match",
+            "match_patterns": ["*.safetensors"],
+            "expected_files": expected,
+        }
+    )
+    assert kind == "fail"
+    assert warnings == []
+    assert result["hub_error"] == "files_mismatch"
+    differences = [
+        f"model-00001-of-00003.safetensors has sha256 {shard1}, expected {'f' * 64}",
+        "model-00004-of-00003.safetensors is missing",
+        "config.json is not an LFS file, so the Hub lists no sha256 for it: give its blob_id",
+        "model-00002-of-00003.safetensors is not in expected_files",
+    ]
+    assert result["differences"] == differences
+    assert result["msg"].startswith(f"revision {SQUASHED_PIN} does not exist in {SQUASHED} on {hub_server.url} ")
+    assert result["msg"].endswith(
+        f" on_missing=branch_head_if_files_match did not accept the head of main ({head[:7]}) because its files "
+        f"differ from expected_files: {'; '.join(differences)}"
+    )
+    assert "looks super-squashed" in result["msg"]
+    assert resolve_gets(hub_server) == []
+
+
+def test_policy_refuses_when_an_unlisted_file_matches_the_patterns(run, hub_server, hub_data):
+    expected = manifest(hub_data, SQUASHED, suffix=".safetensors")
+    kind, result, _warnings = run(
+        {
+            "repo_id": SQUASHED,
+            "revision": SQUASHED_PIN,
+            "endpoint": hub_server.url,
+            "on_missing": "branch_head_if_files_match",
+            "expected_files": expected,
+        }
+    )
+    assert kind == "fail"
+    assert result["differences"] == [
+        f"{p} is not in expected_files"
+        for p in sorted(hub_data.repos[SQUASHED].files("main"))
+        if not p.endswith(".safetensors")
+    ]
+
+
+def test_policy_is_not_applied_when_the_revision_exists(run, hub_server, hub_data):
+    kind, result, warnings = run(
+        {
+            "repo_id": QUANT,
+            "revision": "v1.0",
+            "endpoint": hub_server.url,
+            "on_missing": "branch_head_if_files_match",
+            "expected_files": [{"path": "nothing", "sha256": "0" * 64}],
+        }
+    )
+    assert kind == "exit", result
+    assert result["commit"] == QUANT_PIN
+    assert result["policy_applied"] is None
+    assert warnings == []
+
+
+def test_policy_needs_expected_files(run, hub_server):
+    kind, result, _warnings = run(
+        {"repo_id": SQUASHED, "endpoint": hub_server.url, "on_missing": "branch_head_if_files_match"}
+    )
+    assert kind == "fail"
+    assert (
+        result["msg"] == "on_missing is branch_head_if_files_match but all of the following are missing: expected_files"
+    )
+
+
+def test_expected_file_needs_a_hash(run, hub_server):
+    kind, result, _warnings = run(
+        {
+            "repo_id": SQUASHED,
+            "endpoint": hub_server.url,
+            "on_missing": "branch_head_if_files_match",
+            "expected_files": [{"path": "config.json"}],
+        }
+    )
+    assert kind == "fail"
+    assert result["msg"] == "one of the following is required: sha256, blob_id found in expected_files"
+
+
+def test_unknown_repo(run, hub_server):
+    kind, result, _warnings = run({"repo_id": "sparkfold-test/nope", "endpoint": hub_server.url})
+    assert kind == "fail"
+    assert result["hub_error"] == "repo_not_found"
+    assert result["msg"] == (
+        f"repository sparkfold-test/nope on {hub_server.url} does not exist (it may be private: give a token that "
+        "can read it); check repo_id"
+    )
+
+
+def test_unknown_repo_with_a_valid_token(run, hub_server):
+    kind, result, _warnings = run({"repo_id": "sparkfold-test/nope", "endpoint": hub_server.url, "token": GOOD_TOKEN})
+    assert kind == "fail"
+    assert result["hub_error"] == "repo_not_found"
+    assert result["msg"] == f"repository sparkfold-test/nope on {hub_server.url} does not exist; check repo_id"
+
+
+def test_gated_repo_without_token(run, hub_server):
+    kind, result, _warnings = run({"repo_id": GATED, "endpoint": hub_server.url})
+    assert kind == "fail"
+    assert result["hub_error"] == "gated"
+    assert result["msg"] == (
+        f"{GATED} on {hub_server.url} is gated: give a token of an account that accepted its conditions "
+        "(HF_TOKEN, the token option, or token_file)"
+    )
+    assert resolve_gets(hub_server) == []
+
+
+def test_gated_repo_with_a_token_without_access(run, hub_server):
+    kind, result, _warnings = run({"repo_id": GATED, "endpoint": hub_server.url, "token": NOACCESS_TOKEN})
+    assert kind == "fail"
+    assert result["hub_error"] == "gated"
+    assert result["msg"] == (
+        f"{GATED} on {hub_server.url} is gated and the token given has no access to it: accept the model's "
+        "conditions on its Hub page with the account that owns the token, or use another token"
+    )
+    assert NOACCESS_TOKEN not in str(result)
+
+
+def test_gated_repo_with_access(run, hub_server, hub_data):
+    kind, result, _warnings = run({"repo_id": GATED, "endpoint": hub_server.url, "token": GOOD_TOKEN})
+    assert kind == "exit", result
+    assert result["commit"] == hub_data.pin(GATED)
+    assert result["files"] == listing(hub_data, GATED)
+    assert GOOD_TOKEN not in str(result)
+
+
+def test_bad_token(run, hub_server):
+    kind, result, _warnings = run({"repo_id": QUANT, "endpoint": hub_server.url, "token": "hf_not_a_token"})
+    assert kind == "fail"
+    assert result["hub_error"] == "bad_token"
+    assert result["msg"] == (
+        f"the Hub at {hub_server.url} refused the token (401): it is invalid or expired; make a new one and set "
+        "HF_TOKEN"
+    )
+
+
+def test_token_from_environment_and_file(run, hub_server, hub_data, monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_TOKEN", GOOD_TOKEN)
+    kind, result, _warnings = run({"repo_id": GATED, "endpoint": hub_server.url})
+    assert kind == "exit", result
+    assert result["commit"] == hub_data.pin(GATED)
+
+    monkeypatch.delenv("HF_TOKEN")
+    token_file = tmp_path / "token"
+    token_file.write_text(GOOD_TOKEN + "\n")
+    kind, result, _warnings = run({"repo_id": GATED, "endpoint": hub_server.url, "token_file": str(token_file)})
+    assert kind == "exit", result
+    assert result["commit"] == hub_data.pin(GATED)
+
+
+def test_missing_token_file(run, hub_server, tmp_path):
+    missing = str(tmp_path / "no-token")
+    kind, result, _warnings = run({"repo_id": QUANT, "endpoint": hub_server.url, "token_file": missing})
+    assert kind == "fail"
+    assert result["hub_error"] == "token_file"
+    assert result["msg"] == (
+        f"token_file {missing} does not exist or is empty; write the Hub token into it (mode 0600)"
+    )
+
+
+def test_huggingface_hub_missing(run, monkeypatch):
+    monkeypatch.setattr(hub, "HAS_HF", False)
+    monkeypatch.setattr(hub, "HF_IMPORT_ERROR", "Traceback: No module named 'huggingface_hub'")
+    kind, result, _warnings = run({"repo_id": QUANT, "endpoint": "http://127.0.0.1:9"})
+    assert kind == "fail"
+    assert result["msg"] == f"{missing_required_lib('huggingface_hub')} {hub.HF_MISSING_HINT}"
+    assert "sparkfold.cluster.hf_cli role" in result["msg"]
+    assert "ansible_python_interpreter" in result["msg"]
+    assert result["exception"] == "Traceback: No module named 'huggingface_hub'"
+
+
+def test_unreachable_hub(run):
+    kind, result, _warnings = run({"repo_id": QUANT, "endpoint": "http://127.0.0.1:9"})
+    assert kind == "fail"
+    assert result["hub_error"] == "network"
+    assert result["msg"].startswith(
+        f"could not reach the Hub at http://127.0.0.1:9 for {QUANT} on http://127.0.0.1:9: "
+    )
+
+
+def test_short_sha_lookup_in_the_history(hub_server, hub_data, monkeypatch):
+    """The fallback for Hubs that do not resolve short shas themselves: search the heads' histories."""
+    monkeypatch.setenv("HF_ENDPOINT", hub_server.url)
+    api, _endpoint, _token = hub.hub_client({})
+    first = hub_data.commits(QUANT, "main")[-1].id  # "Initial upload", reachable only through history
+    assert hub._expand_short_sha(api, QUANT, first[:7], "model") == [first]
+    assert hub._expand_short_sha(api, QUANT, QUANT_PIN[:9], "model") == [QUANT_PIN]
+    assert hub._expand_short_sha(api, QUANT, "abcdef0", "model") == []

@@ -1,0 +1,471 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Unit tests for sparkfold.cluster.hub_snapshot against the offline Hub server (tests/hub).
+
+Nothing of huggingface_hub is mocked: the module talks HTTP to a HubServer on 127.0.0.1, whose
+`bytes_served` and `request_log` tell what was fetched.
+"""
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.sparkfold.cluster.plugins.module_utils.manifest import MANIFEST_NAME
+from ansible_collections.sparkfold.cluster.plugins.modules import hub_snapshot
+
+from tests.hub import fixtures
+
+SHARD = "model-00001-of-00003.safetensors"
+MODULE_PATH = os.path.abspath(hub_snapshot.__file__)
+
+
+class ExitJson(Exception):
+    pass
+
+
+class FailJson(Exception):
+    pass
+
+
+@pytest.fixture
+def run(monkeypatch, hub_server):
+    """run(args) -> (kind, result): hub_snapshot.main() in-process, endpoint = the test Hub; run.warnings."""
+
+    def exit_json(self, **kwargs):
+        raise ExitJson(kwargs)
+
+    def fail_json(self, **kwargs):
+        kwargs["failed"] = True
+        raise FailJson(kwargs)
+
+    warnings = []
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+    monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, msg: warnings.append(msg))
+
+    def _run(args):
+        args = dict(args)
+        args.setdefault("endpoint", hub_server.url)
+        with patch_module_args(args):
+            try:
+                hub_snapshot.main()
+            except ExitJson as exc:
+                return "exit", exc.args[0]
+            except FailJson as exc:
+                return "fail", exc.args[0]
+        raise AssertionError("module returned without exit_json or fail_json")
+
+    _run.warnings = warnings
+    return _run
+
+
+@pytest.fixture
+def store(tmp_path):
+    return tmp_path / "store"
+
+
+def quant(store, **extra):
+    args = {"repo_id": fixtures.QUANT, "revision": fixtures.QUANT_PIN, "local_dir": str(store)}
+    args.update(extra)
+    return args
+
+
+def sha256_of(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def store_files(store):
+    """Repository paths of the regular files in the store, without its own bookkeeping."""
+    out = set()
+    for root, dirs, files in os.walk(store):
+        dirs[:] = [d for d in dirs if d != ".cache"]
+        for name in files:
+            rel = os.path.relpath(os.path.join(root, name), store).replace(os.sep, "/")
+            if rel != MANIFEST_NAME:
+                out.add(rel)
+    return out
+
+
+def resolve_gets(server):
+    return [e for e in server.request_log if e["method"] == "GET" and "/resolve/" in e["path"]]
+
+
+def flip_byte(path, offset=1000):
+    data = bytearray(path.read_bytes())
+    data[offset] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_fresh_download_then_rerun_fetches_nothing(run, store, hub_server, hub_data):
+    expected = hub_data.expected_sha256(fixtures.QUANT, fixtures.QUANT_PIN)
+    total = sum(f.size for f in hub_data.repos[fixtures.QUANT].files(fixtures.QUANT_PIN).values())
+
+    kind, result = run(quant(store))
+    assert kind == "exit", result
+    assert run.warnings == []
+    assert result["changed"] is True
+    assert result["commit"] == fixtures.QUANT_PIN
+    assert result["verified"] == "manifest"
+    assert result["downloaded_bytes"] == total == hub_server.bytes_served
+    assert {f["path"] for f in result["files"]} == set(expected)
+    assert {f["status"] for f in result["files"]} == {"downloaded"}
+    assert store_files(store) == set(expected)
+    for path, sha in expected.items():
+        assert not (store / path).is_symlink()
+        assert sha256_of(store / path) == sha
+    shard = next(f for f in result["files"] if f["path"] == SHARD)
+    assert shard["sha256"] == expected[SHARD]
+    config = next(f for f in result["files"] if f["path"] == "config.json")
+    assert config["blob_id"] == hub_data.file(fixtures.QUANT, "config.json", fixtures.QUANT_PIN).blob_id
+
+    manifest = json.loads((store / MANIFEST_NAME).read_text())
+    assert manifest["repo_id"] == fixtures.QUANT and manifest["commit"] == fixtures.QUANT_PIN
+    assert {r["path"] for r in manifest["files"]} == set(expected)
+    record = next(r for r in manifest["files"] if r["path"] == SHARD)
+    assert record["sha256"] == expected[SHARD]
+    assert record["mtime_ns"] == (store / SHARD).stat().st_mtime_ns
+    assert record["verified_at"].endswith("Z")
+    manifest_stat = (store / MANIFEST_NAME).stat()
+    # nothing left behind: no partial downloads, no empty download folders
+    assert os.listdir(store / ".cache" / "huggingface" / "download") == []
+
+    served, gets = hub_server.bytes_served, len(resolve_gets(hub_server))
+    kind, result = run(quant(store))
+    assert kind == "exit", result
+    assert result["changed"] is False
+    assert result["downloaded_bytes"] == 0
+    assert hub_server.bytes_served - served == 0
+    assert len(resolve_gets(hub_server)) == gets  # not even a HEAD-less GET
+    assert {f["status"] for f in result["files"]} == {"present"}
+    assert (store / MANIFEST_NAME).stat().st_mtime_ns == manifest_stat.st_mtime_ns  # not rewritten
+
+
+def test_check_mode_on_empty_dir_lists_everything_and_writes_nothing(run, store, hub_server, hub_data, tmp_path):
+    files = hub_data.repos[fixtures.QUANT].files(fixtures.QUANT_PIN)
+    progress = tmp_path / "progress.json"
+    kind, result = run(quant(store, progress_file=str(progress), _ansible_check_mode=True, _ansible_diff=True))
+    assert kind == "exit", result
+    assert result["changed"] is True
+    assert sorted(result["would_download"]) == sorted(files)
+    assert result["download_bytes"] == sum(f.size for f in files.values())
+    assert result["downloaded_bytes"] == 0
+    assert {f["status"] for f in result["files"]} == {"downloaded"}
+    assert result["diff"]["before"] == ""
+    assert f"{SHARD}  {files[SHARD].size}  sha256:{files[SHARD].sha256}" in result["diff"]["after"]
+    assert not store.exists()
+    assert not progress.exists()
+    assert hub_server.bytes_served == 0
+    assert resolve_gets(hub_server) == []
+
+
+def test_check_mode_on_complete_store_reports_no_change(run, store):
+    assert run(quant(store))[0] == "exit"
+    kind, result = run(quant(store, _ansible_check_mode=True))
+    assert kind == "exit", result
+    assert result["changed"] is False
+    assert result["would_download"] == []
+    assert result["download_bytes"] == 0
+
+
+def test_progress_file_reports_the_finished_run(run, store, tmp_path, hub_data):
+    progress = tmp_path / "run" / "progress.json"
+    progress.parent.mkdir()
+    kind, result = run(quant(store, progress_file=str(progress)))
+    assert kind == "exit", result
+    state = json.loads(progress.read_text())
+    total = sum(f.size for f in hub_data.repos[fixtures.QUANT].files(fixtures.QUANT_PIN).values())
+    assert state["phase"] == "done"
+    assert state["commit"] == fixtures.QUANT_PIN
+    assert state["files_done"] == state["files_total"] == len(result["files"])
+    assert state["bytes_done"] == state["bytes_total"] == total
+    assert state["current"] == []
+    assert abs(state["updated"] - time.time()) < 60
+    assert os.listdir(progress.parent) == ["progress.json"]  # no temporary files left
+
+
+def test_connection_cut_mid_file_is_resumed_with_range(run, store, hub_server, hub_data):
+    size = hub_data.file(fixtures.QUANT, SHARD, fixtures.QUANT_PIN).size
+    hub_server.cut_after[f"{fixtures.QUANT}/{SHARD}"] = 100_000
+    kind, result = run(quant(store, allow_patterns=[SHARD]))
+    assert kind == "exit", result
+    assert sha256_of(store / SHARD) == hub_data.file(fixtures.QUANT, SHARD, fixtures.QUANT_PIN).sha256
+    gets = hub_server.file_gets(fixtures.QUANT, SHARD)
+    assert [g["range"] for g in gets] == [None, "bytes=100000-"]
+    assert hub_server.bytes_served == size  # the first 100000 bytes were not sent twice
+
+
+def test_killed_run_is_resumed_by_the_next_run(run, store, hub_server, hub_data, hub_env, tmp_path):
+    """SIGKILL the module in the middle of a shard (as an async timeout would); the re-run resumes it."""
+    entry = hub_data.file(fixtures.QUANT, SHARD, fixtures.QUANT_PIN)
+    cut = 128 * 1024
+    hub_server.cut_after[f"{fixtures.QUANT}/{SHARD}"] = cut
+    args_file = tmp_path / "args.json"
+    args = quant(store, allow_patterns=[SHARD], endpoint=hub_server.url)
+    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    env = dict(hub_env)
+    collections = MODULE_PATH
+    while os.path.basename(collections) != "ansible_collections":
+        collections = os.path.dirname(collections)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.dirname(collections), env.get("PYTHONPATH")) if p)
+    proc = subprocess.Popen(
+        [sys.executable, MODULE_PATH, str(args_file)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    partial = (
+        store / ".cache" / "huggingface" / "download" / f"{SHARD}.sparkfold-sha256-{entry.sha256}.incomplete"
+    )
+    try:
+        # After the cut huggingface_hub waits 1 s before it retries: kill it in that window.
+        deadline = time.monotonic() + 20
+        while hub_server.bytes_served < cut or not partial.exists() or partial.stat().st_size < cut:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the module never reached the cut"
+            time.sleep(0.01)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate()
+    assert len(hub_server.file_gets(fixtures.QUANT, SHARD)) == 1
+    assert not (store / SHARD).exists()  # never a partial file under the real name
+    have = partial.stat().st_size
+    assert have == cut
+
+    kind, result = run(quant(store, allow_patterns=[SHARD]))
+    assert kind == "exit", result
+    assert result["downloaded_bytes"] == entry.size - have
+    assert sha256_of(store / SHARD) == entry.sha256
+    gets = hub_server.file_gets(fixtures.QUANT, SHARD)
+    assert [g["range"] for g in gets] == [None, f"bytes={have}-"]
+    assert hub_server.bytes_served == entry.size
+    assert not partial.exists()
+
+
+def test_check_mode_and_disk_check_count_resumable_partials(run, store, hub_data):
+    entry = hub_data.file(fixtures.QUANT, SHARD, fixtures.QUANT_PIN)
+    partial_dir = store / ".cache" / "huggingface" / "download"
+    partial_dir.mkdir(parents=True)
+    data = hub_data.file_bytes(fixtures.QUANT, SHARD, fixtures.QUANT_PIN)
+    (partial_dir / f"{SHARD}.sparkfold-sha256-{entry.sha256}.incomplete").write_bytes(data[:1000])
+    kind, result = run(quant(store, allow_patterns=[SHARD], _ansible_check_mode=True))
+    assert kind == "exit", result
+    assert result["would_download"] == [SHARD]
+    assert result["download_bytes"] == entry.size - 1000
+
+
+def test_flipped_byte_with_mtime_restored_is_caught_by_full_only(run, store, hub_server, hub_data):
+    assert run(quant(store))[0] == "exit"
+    shard = store / SHARD
+    before = shard.stat()
+    flip_byte(shard)
+    os.utime(shard, ns=(before.st_atime_ns, before.st_mtime_ns))  # same size, same mtime
+    size = hub_data.file(fixtures.QUANT, SHARD, fixtures.QUANT_PIN).size
+
+    # verify=manifest trusts size + mtime: the flip goes unseen (documented)
+    served = hub_server.bytes_served
+    kind, result = run(quant(store))
+    assert kind == "exit", result
+    assert result["changed"] is False
+    assert hub_server.bytes_served == served
+
+    # verify=full re-hashes, moves the bad copy aside and fetches a good one; nothing else is fetched
+    kind, result = run(quant(store, verify="full"))
+    assert kind == "exit", result
+    assert result["changed"] is True
+    assert result["verified"] == "full"
+    statuses = {f["path"]: f["status"] for f in result["files"]}
+    assert statuses.pop(SHARD) == "refetched"
+    assert set(statuses.values()) == {"present"}
+    assert result["downloaded_bytes"] == size == hub_server.bytes_served - served
+    assert sha256_of(shard) == hub_data.file(fixtures.QUANT, SHARD, fixtures.QUANT_PIN).sha256
+    assert not (store / (SHARD + ".corrupt")).exists()
+
+
+def test_flipped_byte_with_new_mtime_is_caught_by_manifest(run, store, hub_server, hub_data):
+    assert run(quant(store))[0] == "exit"
+    shard = store / SHARD
+    other = store / "model-00002-of-00003.safetensors"
+    other_inode = other.stat().st_ino
+    flip_byte(shard)
+    st = shard.stat()
+    os.utime(shard, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+    served = hub_server.bytes_served
+    kind, result = run(quant(store))
+    assert kind == "exit", result
+    assert result["changed"] is True
+    assert {f["path"]: f["status"] for f in result["files"]}[SHARD] == "refetched"
+    assert hub_server.bytes_served - served == hub_data.file(fixtures.QUANT, SHARD, fixtures.QUANT_PIN).size
+    assert sha256_of(shard) == hub_data.file(fixtures.QUANT, SHARD, fixtures.QUANT_PIN).sha256
+    assert other.stat().st_ino == other_inode  # verified files are never touched
+
+
+def test_full_verify_of_a_good_store_changes_nothing(run, store, hub_server):
+    assert run(quant(store))[0] == "exit"
+    served = hub_server.bytes_served
+    kind, result = run(quant(store, verify="full", max_workers=2))
+    assert kind == "exit", result
+    assert result["changed"] is False  # only verified_at stamps were refreshed
+    assert hub_server.bytes_served == served
+    kind, result = run(quant(store, verify="full"))
+    assert result["changed"] is False
+
+
+def test_truncated_file_is_refetched_even_with_verify_none(run, store, hub_server, hub_data):
+    assert run(quant(store))[0] == "exit"
+    shard = store / SHARD
+    shard.write_bytes(shard.read_bytes()[:-10])
+    kind, result = run(quant(store, verify="none"))
+    assert kind == "exit", result
+    assert {f["path"]: f["status"] for f in result["files"]}[SHARD] == "refetched"
+    assert sha256_of(shard) == hub_data.file(fixtures.QUANT, SHARD, fixtures.QUANT_PIN).sha256
+
+
+def test_files_copied_in_without_manifest_are_adopted_without_download(run, store, hub_server, hub_data, tmp_path):
+    assert run(quant(store))[0] == "exit"
+    (store / MANIFEST_NAME).unlink()
+    served = hub_server.bytes_served
+    kind, result = run(quant(store))
+    assert kind == "exit", result
+    assert hub_server.bytes_served == served
+    assert {f["status"] for f in result["files"]} == {"present"}
+    assert result["changed"] is True  # the manifest was written
+    assert (store / MANIFEST_NAME).exists()
+    kind, result = run(quant(store))
+    assert result["changed"] is False
+
+
+def test_symlink_into_a_cache_is_replaced_by_a_real_file(run, store, hub_data, tmp_path):
+    store.mkdir()
+    target = tmp_path / "cache-blob"
+    target.write_bytes(hub_data.file_bytes(fixtures.QUANT, "config.json", fixtures.QUANT_PIN))
+    (store / "config.json").symlink_to(target)
+    kind, result = run(quant(store, allow_patterns=["config.json"]))
+    assert kind == "exit", result
+    assert result["files"][0]["status"] == "refetched"
+    assert not (store / "config.json").is_symlink()
+    assert target.exists()  # the link was replaced, its target left alone
+
+
+def test_new_revision_fetches_only_what_changed(run, store, hub_server, hub_data):
+    assert run(quant(store))[0] == "exit"  # v1.0
+    served = hub_server.bytes_served
+    kind, result = run(quant(store, revision="main", _ansible_diff=True))
+    assert kind == "exit", result
+    main = hub_data.pin(fixtures.QUANT, "main")
+    assert result["commit"] == main
+    changed = {f["path"]: f["status"] for f in result["files"] if f["status"] != "present"}
+    assert changed == {"README.md": "refetched"}
+    assert hub_server.bytes_served - served == hub_data.file(fixtures.QUANT, "README.md").size
+    assert "README.md" not in result["diff"]["before"]
+    assert "README.md" in result["diff"]["after"]
+    assert json.loads((store / MANIFEST_NAME).read_text())["commit"] == main
+
+
+def test_disk_too_small_fails_before_any_download(run, store, hub_server):
+    kind, result = run(quant(store, min_free_bytes=10**18))
+    assert kind == "fail"
+    assert result["kind"] == "disk"
+    assert "not enough disk space" in result["msg"]
+    assert "needs" in result["msg"] and "are free" in result["msg"]
+    assert result["needed_bytes"] > 0 and result["free_bytes"] > 0
+    assert hub_server.bytes_served == 0
+    assert resolve_gets(hub_server) == []
+    assert store_files(store) == set()
+
+
+def test_squashed_pin_fails_before_any_byte(run, store, hub_server):
+    args = {"repo_id": fixtures.SQUASHED, "revision": fixtures.SQUASHED_PIN, "local_dir": str(store)}
+    kind, result = run(args)
+    assert kind == "fail"
+    assert result["kind"] == "revision_not_found"
+    assert fixtures.SQUASHED_PIN in result["msg"] and "does not exist" in result["msg"]
+    assert hub_server.bytes_served == 0
+    assert not any("/resolve/" in path for _method, path in hub_server.requests)
+    assert not store.exists()
+
+
+def test_allow_and_ignore_patterns(run, store, hub_server, hub_data):
+    kind, result = run(quant(store, allow_patterns=["*.json", "engram/"], ignore_patterns=["*.index.json"]))
+    assert kind == "exit", result
+    wanted = {"config.json", "engram/engram_table_0.bin", "engram/engram_table_1.bin"}
+    assert {f["path"] for f in result["files"]} == wanted
+    assert store_files(store) == wanted
+    assert hub_server.bytes_served == sum(
+        hub_data.file(fixtures.QUANT, p, fixtures.QUANT_PIN).size for p in wanted
+    )
+    # narrowing the selection keeps what was verified before
+    kind, result = run(quant(store, allow_patterns=["config.json"]))
+    assert kind == "exit" and result["changed"] is False
+    recorded = {r["path"] for r in json.loads((store / MANIFEST_NAME).read_text())["files"]}
+    assert recorded == wanted
+
+
+def test_patterns_selecting_nothing_fail(run, store, hub_server):
+    kind, result = run(quant(store, allow_patterns=["*.gguf"]))
+    assert kind == "fail"
+    assert result["kind"] == "empty_selection"
+    assert "*.gguf" in result["msg"]
+
+
+def test_gated_repo_needs_a_token_with_access(run, store, hub_server):
+    args = {"repo_id": fixtures.GATED, "local_dir": str(store)}
+    kind, result = run(args)
+    assert kind == "fail" and result["kind"] == "gated", result
+    assert "is gated" in result["msg"]
+    kind, result = run(dict(args, token=fixtures.NOACCESS_TOKEN))
+    assert kind == "fail" and result["kind"] == "gated", result
+    assert "no access" in result["msg"]
+    assert hub_server.bytes_served == 0
+    assert store_files(store) == set()
+    kind, result = run(dict(args, token=fixtures.GOOD_TOKEN))
+    assert kind == "exit", result
+    assert result["changed"] is True
+
+
+def test_unknown_repo_and_bad_token(run, store):
+    kind, result = run({"repo_id": "sparkfold-test/nope", "local_dir": str(store)})
+    assert kind == "fail" and result["kind"] == "repo_not_found", result
+    kind, result = run({"repo_id": fixtures.QUANT, "local_dir": str(store), "token": "hf_invalid"})
+    assert kind == "fail" and result["kind"] == "bad_token", result
+
+
+def test_local_dir_that_is_a_file_fails(run, tmp_path):
+    path = tmp_path / "file"
+    path.write_text("x")
+    kind, result = run(quant(path))
+    assert kind == "fail"
+    assert "not a directory" in result["msg"]
+
+
+def test_missing_huggingface_hub_is_reported(run, store, monkeypatch):
+    monkeypatch.setattr(hub_snapshot, "HAS_HF", False)
+    kind, result = run(quant(store))
+    assert kind == "fail"
+    assert "huggingface_hub" in result["msg"]
+
+
+def test_partials_of_other_content_are_removed(run, store):
+    partial_dir = store / ".cache" / "huggingface" / "download"
+    partial_dir.mkdir(parents=True)
+    stale = partial_dir / f"{SHARD}.sparkfold-sha256-{'0' * 64}.incomplete"  # left by an older commit
+    stale.write_bytes(b"x" * 1000)
+    kind, result = run(quant(store, allow_patterns=[SHARD]))
+    assert kind == "exit", result
+    assert result["downloaded_bytes"] == result["files"][0]["size"]  # not resumed from the stale bytes
+    assert os.listdir(partial_dir) == []
+
+
+@pytest.mark.parametrize("content", [b"{not json", b"\xff\xfe garbage", b'{"version": 1, "files": 3}'])
+def test_broken_manifest_is_rebuilt_by_hashing(run, store, hub_server, content):
+    assert run(quant(store))[0] == "exit"
+    (store / MANIFEST_NAME).write_bytes(content)
+    served = hub_server.bytes_served
+    kind, result = run(quant(store))
+    assert kind == "exit", result
+    assert hub_server.bytes_served == served
+    assert {f["status"] for f in result["files"]} == {"present"}
+    assert any(MANIFEST_NAME in w for w in run.warnings)
+    assert json.loads((store / MANIFEST_NAME).read_text())["commit"] == fixtures.QUANT_PIN
