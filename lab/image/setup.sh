@@ -60,5 +60,8 @@ echo 'sparkfold-lab' > /etc/sparkfold-lab
 # `netplan apply`. An empty file makes systemd create one at boot.
 : > /etc/machine-id
 rm -f /var/lib/dbus/machine-id
+# Package lists for all three suites, so roles that install packages find them (apt's
+# cache_valid_time takes an empty list directory for a fresh one).
+apt-get update -qq
 apt-get clean
-rm -rf /var/lib/apt/lists/* /tmp/* /var/log/*.log
+rm -rf /tmp/* /var/log/*.log

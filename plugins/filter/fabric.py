@@ -350,6 +350,34 @@ def nccl_addr_range(rails):
     return str(netaddr.spanning_cidr(networks))
 
 
+def fabric_addresses(index, rails, management_cidrs=None):
+    """The fabric addresses of the host with 1-based ``index``, one per rail, in rail order."""
+    return [rail['address'] for rail in fabric_plan(rails, index, management_cidrs=management_cidrs or [])]
+
+
+def outside_rails(addresses, rails):
+    """The entries of ``addresses`` that are not an IPv4 address inside one of the rails' CIDRs.
+
+    An NFS export of the model store must reach the peers over the fabric only: a wildcard, a
+    host name, a network, a management or public address all come back here, unchanged.
+    """
+    _require_netaddr('outside_rails')
+    if not isinstance(addresses, (list, tuple)):
+        raise AnsibleFilterError(f'outside_rails: expected a list of addresses, got {type(addresses).__name__}')
+    networks = [netaddr.IPNetwork(to_text(rail['cidr']).strip()) for rail in rails]
+    outside = []
+    for entry in addresses:
+        text = to_text(entry).strip()
+        try:
+            address = netaddr.IPAddress(text, version=4, flags=netaddr.INET_PTON)
+        except (netaddr.AddrFormatError, ValueError, TypeError):
+            outside.append(entry)
+            continue
+        if not any(address in net for net in networks):
+            outside.append(entry)
+    return outside
+
+
 class FilterModule:
     """sparkfold fabric filters."""
 
@@ -359,4 +387,6 @@ class FilterModule:
             'roce_gid_index': roce_gid_index,
             'nccl_ib_hca': nccl_ib_hca,
             'nccl_addr_range': nccl_addr_range,
+            'fabric_addresses': fabric_addresses,
+            'outside_rails': outside_rails,
         }

@@ -60,6 +60,8 @@ def test_filters_are_registered():
         'roce_gid_index': roce_gid_index,
         'nccl_ib_hca': nccl_ib_hca,
         'nccl_addr_range': nccl_addr_range,
+        'fabric_addresses': fabric.fabric_addresses,
+        'outside_rails': fabric.outside_rails,
     }
 
 
@@ -544,3 +546,28 @@ def test_nccl_addr_range_accepts_a_plan():
 ])
 def test_nccl_addr_range_errors(given, message):
     assert error_of(nccl_addr_range, given) == message
+
+
+def test_fabric_addresses_of_a_worker():
+    assert fabric.fabric_addresses(2, rails()) == ['192.168.100.2', '192.168.101.2']
+
+
+def test_fabric_addresses_keeps_fabric_plan_checks():
+    with pytest.raises(AnsibleFilterError, match='overlaps management network'):
+        fabric.fabric_addresses(2, rails(), management_cidrs=['192.168.100.0/23'])
+
+
+def test_outside_rails_returns_everything_but_fabric_addresses():
+    given = ['192.168.100.2', '192.168.101.2', '*', 'spark-b', '10.0.0.22', '192.168.100.0/24', '8.8.8.8',
+             '192.168.102.2']
+    assert fabric.outside_rails(given, rails()) == [
+        '*', 'spark-b', '10.0.0.22', '192.168.100.0/24', '8.8.8.8', '192.168.102.2']
+
+
+def test_outside_rails_of_fabric_addresses_is_empty():
+    assert fabric.outside_rails(['192.168.100.1', '192.168.101.254'], rails()) == []
+
+
+def test_outside_rails_wants_a_list():
+    with pytest.raises(AnsibleFilterError, match='expected a list of addresses, got str'):
+        fabric.outside_rails('192.168.100.2', rails())
