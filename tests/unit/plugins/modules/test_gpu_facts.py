@@ -1,0 +1,341 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Unit tests for the sparkfold.cluster.gpu_facts module (AnsibleModule run in-process).
+
+nvidia-smi is a small shell script written to tmp_path that prints a fixture: the query
+output for the module's exact --query-gpu arguments, the plain table when called without
+arguments. The module runs it as a real subprocess.
+"""
+
+import os
+import shlex
+import stat
+
+import pytest
+from ansible.module_utils import basic
+from ansible.module_utils.testing import patch_module_args
+from ansible_collections.sparkfold.cluster.plugins.module_utils.gpu import QUERY_ARGS
+from ansible_collections.sparkfold.cluster.plugins.modules import gpu_facts
+
+FAILED_DRIVER = (
+    "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
+    "Make sure that the latest NVIDIA driver is installed and running."
+)
+
+H200 = {
+    "index": 0,
+    "name": "NVIDIA H200",
+    "uuid": "GPU-c460002c-adcd-2680-9c2e-48f3c1995f67",
+    "driver_version": "580.159.04",
+    "compute_cap": "9.0",
+    "memory_total_mib": 143771,
+    "memory_used_mib": 0,
+    "memory_free_mib": 143156,
+    "clocks": {"sm_mhz": 510, "mem_mhz": 3201, "max_sm_mhz": 1980, "max_mem_mhz": 3201},
+    "power": {"draw_w": 119.07, "limit_w": 700.0},
+    "temperature_c": 34,
+    "pstate": "P0",
+    "pci_bus_id": "00000000:00:06.0",
+    "unified_memory": False,
+    "usable_memory_mib": 143771,
+}
+
+GB10 = {
+    "index": 0,
+    "name": "NVIDIA GB10",
+    "uuid": "GPU-5e0a1d93-7c3b-4f0e-a1f6-2b9d8c4e7a10",
+    "driver_version": "580.95.05",
+    "compute_cap": "12.1",
+    "memory_total_mib": None,
+    "memory_used_mib": None,
+    "memory_free_mib": None,
+    "clocks": {"sm_mhz": 2405, "mem_mhz": None, "max_sm_mhz": 3003, "max_mem_mhz": None},
+    "power": {"draw_w": 11.23, "limit_w": None},
+    "temperature_c": 45,
+    "pstate": "P0",
+    "pci_bus_id": "0000000F:01:00.0",
+    "unified_memory": True,
+    # MemTotal 124563548 kB of gb10-meminfo.txt, in MiB
+    "usable_memory_mib": 121644,
+}
+
+
+class ExitJson(Exception):
+    pass
+
+
+class FailJson(Exception):
+    pass
+
+
+@pytest.fixture
+def module_result(monkeypatch):
+    """Run gpu_facts.main() with the given args; return (kind, result dict, warnings)."""
+
+    def exit_json(self, **kwargs):
+        raise ExitJson(kwargs)
+
+    def fail_json(self, **kwargs):
+        kwargs["failed"] = True
+        raise FailJson(kwargs)
+
+    warnings = []
+
+    def warn(self, warning):
+        warnings.append(warning)
+
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+    monkeypatch.setattr(basic.AnsibleModule, "warn", warn)
+
+    def run(args):
+        with patch_module_args(args):
+            try:
+                gpu_facts.main()
+            except ExitJson as exc:
+                return "exit", exc.args[0], warnings
+            except FailJson as exc:
+                return "fail", exc.args[0], warnings
+        raise AssertionError("module returned without exit_json or fail_json")
+
+    return run
+
+
+def _fixture(fixtures_dir, name):
+    return os.path.join(fixtures_dir, "nvidia-smi", name)
+
+
+def fake_nvidia_smi(directory, query_file=None, plain_file=None, fail_text=None, fail_rc=9):
+    """Write an executable `nvidia-smi` into directory; return its path.
+
+    With the module's exact query arguments it prints query_file, without arguments plain_file;
+    any other arguments exit 64. With fail_text it prints that and exits fail_rc for every call,
+    as nvidia-smi does when the driver is not loaded. Every call's arguments are appended to
+    directory/calls.log.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "nvidia-smi"
+    log = directory / "calls.log"
+    lines = ["#!/bin/sh", f'echo "$*" >> {shlex.quote(str(log))}']
+    if fail_text is not None:
+        lines += [f"echo {shlex.quote(fail_text)}", f"exit {fail_rc}"]
+    else:
+        query = " ".join(QUERY_ARGS)
+        lines += [
+            f'if [ "$*" = {shlex.quote(query)} ]; then cat {shlex.quote(str(query_file))}; exit 0; fi',
+            f'if [ "$#" -eq 0 ]; then cat {shlex.quote(str(plain_file))}; exit 0; fi',
+            'echo "fake nvidia-smi: unexpected arguments: $*" >&2',
+            "exit 64",
+        ]
+    path.write_text("\n".join(lines) + "\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+def _calls(path):
+    return (path.parent / "calls.log").read_text().splitlines()
+
+
+def test_h200_discrete_gpu_keeps_its_own_memory(module_result, fixtures_dir, tmp_path):
+    smi = fake_nvidia_smi(
+        tmp_path / "bin",
+        _fixture(fixtures_dir, "h200-query-gpu.csv"),
+        _fixture(fixtures_dir, "h200-nvidia-smi.txt"),
+    )
+    kind, result, warnings = module_result(
+        {"nvidia_smi": str(smi), "meminfo_path": _fixture(fixtures_dir, "h200-meminfo.txt")}
+    )
+    assert kind == "exit", result
+    assert warnings == []
+    assert result["changed"] is False
+    assert result["ansible_facts"] == {
+        "sparkfold_gpu": {
+            "gpus": [H200],
+            "count": 1,
+            "cuda_version": "13.0",
+            "driver_version": "580.159.04",
+            "unified_memory": False,
+            # MemTotal 131981020 kB, MemAvailable 131482080 kB
+            "system_memory_total_mib": 128887,
+            "system_memory_available_mib": 128400,
+        }
+    }
+    # the exact query, then the plain table for the CUDA version
+    assert _calls(smi) == [" ".join(QUERY_ARGS), ""]
+
+
+def test_gb10_unified_memory_uses_system_memory(module_result, fixtures_dir, tmp_path):
+    smi = fake_nvidia_smi(
+        tmp_path / "bin",
+        _fixture(fixtures_dir, "gb10-query-gpu.csv"),
+        _fixture(fixtures_dir, "gb10-nvidia-smi.txt"),
+    )
+    kind, result, warnings = module_result(
+        {"nvidia_smi": str(smi), "meminfo_path": _fixture(fixtures_dir, "gb10-meminfo.txt")}
+    )
+    assert kind == "exit", result
+    assert warnings == []
+    assert result["changed"] is False
+    assert result["ansible_facts"] == {
+        "sparkfold_gpu": {
+            "gpus": [GB10],
+            "count": 1,
+            "cuda_version": "13.0",
+            "driver_version": "580.95.05",
+            "unified_memory": True,
+            # MemTotal 124563548 kB, MemAvailable 118926340 kB
+            "system_memory_total_mib": 121644,
+            "system_memory_available_mib": 116139,
+        }
+    }
+
+
+def test_gb10_not_supported_spelling(module_result, fixtures_dir, tmp_path):
+    """Some drivers and tools spell the missing memory fields [Not Supported]; same facts."""
+    with open(_fixture(fixtures_dir, "gb10-query-gpu.csv"), encoding="utf-8") as handle:
+        text = handle.read()
+    query = tmp_path / "gb10-not-supported.csv"
+    query.write_text(text.replace("[N/A], [N/A], [N/A], 2405", ", ".join(["[Not Supported]"] * 3) + ", 2405"))
+    assert "[Not Supported]" in query.read_text()
+    smi = fake_nvidia_smi(tmp_path / "bin", query, _fixture(fixtures_dir, "gb10-nvidia-smi.txt"))
+    kind, result, _warnings = module_result(
+        {"nvidia_smi": str(smi), "meminfo_path": _fixture(fixtures_dir, "gb10-meminfo.txt")}
+    )
+    assert kind == "exit", result
+    assert result["ansible_facts"]["sparkfold_gpu"]["gpus"] == [GB10]
+
+
+def test_check_mode_returns_same_facts(module_result, fixtures_dir, tmp_path):
+    smi = fake_nvidia_smi(
+        tmp_path / "bin",
+        _fixture(fixtures_dir, "gb10-query-gpu.csv"),
+        _fixture(fixtures_dir, "gb10-nvidia-smi.txt"),
+    )
+    kind, result, _warnings = module_result(
+        {
+            "nvidia_smi": str(smi),
+            "meminfo_path": _fixture(fixtures_dir, "gb10-meminfo.txt"),
+            "_ansible_check_mode": True,
+        }
+    )
+    assert kind == "exit", result
+    assert result["changed"] is False
+    assert result["ansible_facts"]["sparkfold_gpu"]["gpus"] == [GB10]
+
+
+def test_nvidia_smi_found_on_path(module_result, fixtures_dir, tmp_path, monkeypatch):
+    smi = fake_nvidia_smi(
+        tmp_path / "bin",
+        _fixture(fixtures_dir, "h200-query-gpu.csv"),
+        _fixture(fixtures_dir, "h200-nvidia-smi.txt"),
+    )
+    monkeypatch.setenv("PATH", f"{smi.parent}{os.pathsep}/usr/bin{os.pathsep}/bin")
+    kind, result, _warnings = module_result({"meminfo_path": _fixture(fixtures_dir, "h200-meminfo.txt")})
+    assert kind == "exit", result
+    assert result["ansible_facts"]["sparkfold_gpu"]["gpus"] == [H200]
+    assert _calls(smi) == [" ".join(QUERY_ARGS), ""]
+
+
+def test_missing_nvidia_smi_fails_clearly(module_result, tmp_path, monkeypatch):
+    if any(os.path.exists(os.path.join(d, "nvidia-smi")) for d in ("/sbin", "/usr/sbin", "/usr/local/sbin")):
+        pytest.skip("this machine has nvidia-smi in an sbin directory, which get_bin_path always searches")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    kind, result, _warnings = module_result({})
+    assert kind == "fail"
+    assert result["msg"] == (
+        "nvidia-smi not found: it is not on PATH; install the NVIDIA driver (DGX OS ships it) "
+        "or set nvidia_smi to its path"
+    )
+
+
+def test_nvidia_smi_option_pointing_nowhere(module_result, tmp_path):
+    missing = tmp_path / "no" / "nvidia-smi"
+    kind, result, _warnings = module_result({"nvidia_smi": str(missing)})
+    assert kind == "fail"
+    assert result["msg"] == (
+        f"nvidia-smi not found at {missing} (option nvidia_smi); install the NVIDIA driver (DGX OS ships it) "
+        "or set nvidia_smi to its path"
+    )
+
+
+def test_nvidia_smi_not_executable(module_result, tmp_path):
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\n")
+    smi.chmod(0o644)
+    kind, result, _warnings = module_result({"nvidia_smi": str(smi)})
+    assert kind == "fail"
+    assert result["msg"].startswith(f"nvidia-smi at {smi} is not executable; ")
+
+
+def test_driver_not_loaded_fails_with_its_message_and_what_to_do(module_result, fixtures_dir, tmp_path):
+    smi = fake_nvidia_smi(tmp_path / "bin", fail_text=FAILED_DRIVER, fail_rc=9)
+    kind, result, _warnings = module_result(
+        {"nvidia_smi": str(smi), "meminfo_path": _fixture(fixtures_dir, "gb10-meminfo.txt")}
+    )
+    assert kind == "fail"
+    assert result["rc"] == 9
+    assert result["msg"] == (
+        f"{smi} {' '.join(QUERY_ARGS)} failed (rc 9): {FAILED_DRIVER}; the NVIDIA kernel driver is not loaded: "
+        "check `lsmod | grep nvidia` and `dmesg | grep -i nvrm`; reboot after a driver update, else reinstall "
+        "the driver (DGX OS: the nvidia-driver-580 packages)"
+    )
+
+
+def test_driver_library_mismatch_says_reboot(module_result, tmp_path):
+    text = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 580.95"
+    smi = fake_nvidia_smi(tmp_path / "bin", fail_text=text, fail_rc=18)
+    kind, result, _warnings = module_result({"nvidia_smi": str(smi)})
+    assert kind == "fail"
+    assert result["msg"].endswith(
+        "failed (rc 18): Failed to initialize NVML: Driver/library version mismatch NVML library version: 580.95; "
+        "the loaded kernel module and the driver libraries differ, usually after a driver update: reboot the node"
+    )
+
+
+def test_no_devices_is_not_an_error(module_result, fixtures_dir, tmp_path):
+    smi = fake_nvidia_smi(tmp_path / "bin", fail_text="No devices were found", fail_rc=6)
+    kind, result, warnings = module_result(
+        {"nvidia_smi": str(smi), "meminfo_path": _fixture(fixtures_dir, "h200-meminfo.txt")}
+    )
+    assert kind == "exit", result
+    assert warnings == [f"{smi}: No devices were found; the driver sees no GPU"]
+    assert result["ansible_facts"] == {
+        "sparkfold_gpu": {
+            "gpus": [],
+            "count": 0,
+            "cuda_version": None,
+            "driver_version": None,
+            "unified_memory": False,
+            "system_memory_total_mib": 128887,
+            "system_memory_available_mib": 128400,
+        }
+    }
+
+
+def test_unreadable_meminfo_fails(module_result, fixtures_dir, tmp_path):
+    smi = fake_nvidia_smi(
+        tmp_path / "bin",
+        _fixture(fixtures_dir, "h200-query-gpu.csv"),
+        _fixture(fixtures_dir, "h200-nvidia-smi.txt"),
+    )
+    missing = tmp_path / "meminfo"
+    kind, result, _warnings = module_result({"nvidia_smi": str(smi), "meminfo_path": str(missing)})
+    assert kind == "fail"
+    assert result["msg"].startswith(f"cannot read {missing}: ")
+
+
+def test_garbled_query_output_fails_naming_the_field(module_result, fixtures_dir, tmp_path):
+    query = tmp_path / "garbled.csv"
+    query.write_text(
+        "0, NVIDIA H200, GPU-c460002c-adcd-2680-9c2e-48f3c1995f67, 580.159.04, 9.0, lots, 0, 143156, "
+        "510, 3201, 1980, 3201, 119.07, 700.00, 34, P0, 00000000:00:06.0\n"
+    )
+    smi = fake_nvidia_smi(tmp_path / "bin", query, _fixture(fixtures_dir, "h200-nvidia-smi.txt"))
+    kind, result, _warnings = module_result(
+        {"nvidia_smi": str(smi), "meminfo_path": _fixture(fixtures_dir, "h200-meminfo.txt")}
+    )
+    assert kind == "fail"
+    assert result["msg"].startswith(
+        "nvidia-smi --query-gpu field memory.total: expected a whole number, got 'lots' (line "
+    )
