@@ -29,38 +29,11 @@ description:
 author:
   - sparkfold developers (@sparkfold)
 options:
-  repo_id:
-    description:
-      - The repository, as C(owner/name).
-    type: str
-    required: true
   revision:
     description:
       - A branch, a tag, a full (40 hex digits) or short commit sha.
     type: str
     default: main
-  repo_type:
-    description:
-      - The kind of repository.
-    type: str
-    default: model
-    choices: [model, dataset, space]
-  token:
-    description:
-      - The Hub token.
-      - When not given, the module uses E(HF_TOKEN), then the file O(token_file), then E(HF_TOKEN_PATH), then
-        C($HF_HOME/token) (C(~/.cache/huggingface/token), where C(hf auth login) writes it); without any, it asks
-        anonymously.
-    type: str
-  token_file:
-    description:
-      - A file that holds the Hub token, used when neither O(token) nor E(HF_TOKEN) is set.
-      - The module fails when this file does not exist or is empty.
-    type: path
-  endpoint:
-    description:
-      - The Hub to ask. Defaults to E(HF_ENDPOINT), else U(https://huggingface.co).
-    type: str
   on_missing:
     description:
       - What to do when O(revision) does not exist on the Hub.
@@ -109,6 +82,8 @@ options:
     default: ["*"]
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - sparkfold.cluster.hub
+  - sparkfold.cluster.hub.repo
 attributes:
   check_mode:
     support: full

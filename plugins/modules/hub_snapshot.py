@@ -32,11 +32,6 @@ description:
 author:
   - sparkfold developers (@sparkfold)
 options:
-  repo_id:
-    description:
-      - The repository on the Hub, C(owner/name).
-    type: str
-    required: true
   revision:
     description:
       - Branch, tag or full 40-hex commit to download. It is resolved to a commit before anything is fetched; the
@@ -44,27 +39,6 @@ options:
       - Pin a commit in production, and keep the check; a commit can vanish when its history is squashed.
     type: str
     default: main
-  repo_type:
-    description:
-      - Kind of repository.
-    type: str
-    default: model
-    choices: [model, dataset, space]
-  token:
-    description:
-      - Hub access token. Needed for gated and private repositories.
-      - Without it the module uses E(HF_TOKEN), then the file O(token_file), E(HF_TOKEN_PATH) or
-        C($HF_HOME/token) (where C(hf auth login) writes it).
-    type: str
-  token_file:
-    description:
-      - File holding the token, read when O(token) and E(HF_TOKEN) are not set. The module fails when it is
-        missing or empty.
-    type: path
-  endpoint:
-    description:
-      - Hub URL, for a mirror or a test server. Defaults to E(HF_ENDPOINT), else U(https://huggingface.co).
-    type: str
   local_dir:
     description:
       - Directory of the store. Created when missing (with its parents).
@@ -124,6 +98,8 @@ options:
     default: 1073741824
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - sparkfold.cluster.hub
+  - sparkfold.cluster.hub.repo
 attributes:
   check_mode:
     support: full

@@ -57,21 +57,6 @@ options:
       - The revision of the base model. It is resolved to its commit, returned as RV(base_commit).
     type: str
     default: main
-  token:
-    description:
-      - The Hub token.
-      - When not given, the module uses E(HF_TOKEN), then the file O(token_file), then E(HF_TOKEN_PATH), then
-        C($HF_HOME/token) (C(~/.cache/huggingface/token)); without any, it asks anonymously.
-    type: str
-  token_file:
-    description:
-      - A file that holds the Hub token, used when neither O(token) nor E(HF_TOKEN) is set.
-      - The module fails when this file does not exist or is empty.
-    type: path
-  endpoint:
-    description:
-      - The Hub to ask. Defaults to E(HF_ENDPOINT), else U(https://huggingface.co).
-    type: str
   files:
     description:
       - The tokenizer files that must be in O(model_dir), as paths in the repo (and under O(model_dir)).
@@ -88,6 +73,7 @@ options:
     default: [chat_template.jinja, chat_template.json, tokenizer.model]
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - sparkfold.cluster.hub
 attributes:
   check_mode:
     support: full

@@ -2,9 +2,7 @@
 """Unit tests for sparkfold.cluster.hub_revision, run in-process against the offline Hub (tests/hub)."""
 
 import pytest
-from ansible.module_utils import basic
 from ansible.module_utils.basic import missing_required_lib
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.sparkfold.cluster.plugins.module_utils import hub
 from ansible_collections.sparkfold.cluster.plugins.modules import hub_revision
 
@@ -19,14 +17,7 @@ from tests.hub.fixtures import (
     SQUASHED,
     SQUASHED_PIN,
 )
-
-
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
+from tests.unit.module_runner import module_runner
 
 
 @pytest.fixture(autouse=True)
@@ -41,34 +32,7 @@ def hf_env(monkeypatch, tmp_path):
 @pytest.fixture
 def run(monkeypatch):
     """Run hub_revision.main() with the given args; return (kind, result dict, warnings)."""
-
-    def exit_json(self, **kwargs):
-        raise ExitJson(kwargs)
-
-    def fail_json(self, **kwargs):
-        kwargs["failed"] = True
-        raise FailJson(kwargs)
-
-    warnings = []
-
-    def warn(self, warning):
-        warnings.append(warning)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
-    monkeypatch.setattr(basic.AnsibleModule, "warn", warn)
-
-    def _run(args):
-        with patch_module_args(args):
-            try:
-                hub_revision.main()
-            except ExitJson as exc:
-                return "exit", exc.args[0], warnings
-            except FailJson as exc:
-                return "fail", exc.args[0], warnings
-        raise AssertionError("module returned without exit_json or fail_json")
-
-    return _run
+    return module_runner(monkeypatch, hub_revision.main)
 
 
 def listing(hub_data, repo_id, rev="main"):

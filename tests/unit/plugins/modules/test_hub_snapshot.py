@@ -14,54 +14,27 @@ import sys
 import time
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.sparkfold.cluster.plugins.module_utils.manifest import MANIFEST_NAME
 from ansible_collections.sparkfold.cluster.plugins.modules import hub_snapshot
 
 from tests.hub import fixtures
+from tests.unit.module_runner import module_runner
 
 SHARD = "model-00001-of-00003.safetensors"
 MODULE_PATH = os.path.abspath(hub_snapshot.__file__)
 
 
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
-
-
 @pytest.fixture
 def run(monkeypatch, hub_server):
     """run(args) -> (kind, result): hub_snapshot.main() in-process, endpoint = the test Hub; run.warnings."""
-
-    def exit_json(self, **kwargs):
-        raise ExitJson(kwargs)
-
-    def fail_json(self, **kwargs):
-        kwargs["failed"] = True
-        raise FailJson(kwargs)
-
-    warnings = []
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
-    monkeypatch.setattr(basic.AnsibleModule, "warn", lambda self, msg: warnings.append(msg))
+    run_module = module_runner(monkeypatch, hub_snapshot.main)
 
     def _run(args):
         args = dict(args)
         args.setdefault("endpoint", hub_server.url)
-        with patch_module_args(args):
-            try:
-                hub_snapshot.main()
-            except ExitJson as exc:
-                return "exit", exc.args[0]
-            except FailJson as exc:
-                return "fail", exc.args[0]
-        raise AssertionError("module returned without exit_json or fail_json")
+        return run_module(args)[:2]
 
-    _run.warnings = warnings
+    _run.warnings = run_module.warnings
     return _run
 
 

@@ -4,50 +4,15 @@
 import os
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.sparkfold.cluster.plugins.modules import roce_facts
 
-
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
+from tests.unit.module_runner import module_runner
 
 
 @pytest.fixture
 def module_result(monkeypatch):
     """Run roce_facts.main() with the given args; return (kind, result dict, warnings)."""
-
-    def exit_json(self, **kwargs):
-        raise ExitJson(kwargs)
-
-    def fail_json(self, **kwargs):
-        kwargs["failed"] = True
-        raise FailJson(kwargs)
-
-    warnings = []
-
-    def warn(self, warning):
-        warnings.append(warning)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
-    monkeypatch.setattr(basic.AnsibleModule, "warn", warn)
-
-    def run(args):
-        with patch_module_args(args):
-            try:
-                roce_facts.main()
-            except ExitJson as exc:
-                return "exit", exc.args[0], warnings
-            except FailJson as exc:
-                return "fail", exc.args[0], warnings
-        raise AssertionError("module returned without exit_json or fail_json")
-
-    return run
+    return module_runner(monkeypatch, roce_facts.main)
 
 
 def test_returns_facts_for_spark_a(module_result, fixtures_dir):

@@ -6,10 +6,10 @@ import json
 import os
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.sparkfold.cluster.plugins.module_utils import manifest as m
 from ansible_collections.sparkfold.cluster.plugins.modules import store_verify
+
+from tests.unit.module_runner import module_runner
 
 REPO = "sfxnz/Tiny-EXL3"
 COMMIT = "3f1c2a9e0b7d4c5a8e6f1b2d3c4a5e6f7a8b9c0d"
@@ -20,45 +20,10 @@ FIX = "run the weights role on the head, then copy again"
 TOKENIZER = b'{"version": "1.0", "model": {"type": "BPE"}}\n'
 
 
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
-
-
 @pytest.fixture
 def module_result(monkeypatch):
     """Run store_verify.main() with the given args; return (kind, result dict, warnings)."""
-
-    def exit_json(self, **kwargs):
-        raise ExitJson(kwargs)
-
-    def fail_json(self, **kwargs):
-        kwargs["failed"] = True
-        raise FailJson(kwargs)
-
-    warnings = []
-
-    def warn(self, warning):
-        warnings.append(warning)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
-    monkeypatch.setattr(basic.AnsibleModule, "warn", warn)
-
-    def run(args):
-        with patch_module_args(args):
-            try:
-                store_verify.main()
-            except ExitJson as exc:
-                return "exit", exc.args[0], warnings
-            except FailJson as exc:
-                return "fail", exc.args[0], warnings
-        raise AssertionError("module returned without exit_json or fail_json")
-
-    return run
+    return module_runner(monkeypatch, store_verify.main)
 
 
 def sha256(data):

@@ -6,8 +6,6 @@ import os
 import stat
 
 import pytest
-from ansible.module_utils import basic
-from ansible.module_utils.testing import patch_module_args
 from ansible_collections.sparkfold.cluster.plugins.module_utils.hub import hub_client
 from ansible_collections.sparkfold.cluster.plugins.modules import tokenizer_pull
 
@@ -20,18 +18,11 @@ from tests.hub.fixtures import (
     QUANT_PIN,
     SQUASHED,
 )
+from tests.unit.module_runner import module_runner
 
 TOKENIZER = ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"]
 # what the base fixture has: the three tokenizer files and one of the optional chat templates
 BASE_FILES = [*TOKENIZER, "chat_template.jinja"]
-
-
-class ExitJson(Exception):
-    pass
-
-
-class FailJson(Exception):
-    pass
 
 
 @pytest.fixture(autouse=True)
@@ -46,34 +37,7 @@ def hf_env(monkeypatch, tmp_path):
 @pytest.fixture
 def run(monkeypatch):
     """Run tokenizer_pull.main() with the given args; return (kind, result dict, warnings)."""
-
-    def exit_json(self, **kwargs):
-        raise ExitJson(kwargs)
-
-    def fail_json(self, **kwargs):
-        kwargs["failed"] = True
-        raise FailJson(kwargs)
-
-    warnings = []
-
-    def warn(self, warning):
-        warnings.append(warning)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
-    monkeypatch.setattr(basic.AnsibleModule, "warn", warn)
-
-    def _run(args):
-        with patch_module_args(args):
-            try:
-                tokenizer_pull.main()
-            except ExitJson as exc:
-                return "exit", exc.args[0], warnings
-            except FailJson as exc:
-                return "fail", exc.args[0], warnings
-        raise AssertionError("module returned without exit_json or fail_json")
-
-    return _run
+    return module_runner(monkeypatch, tokenizer_pull.main)
 
 
 @pytest.fixture

@@ -1,0 +1,48 @@
+# Copyright: (c) 2026, sparkfold developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+
+class ModuleDocFragment:
+    # How a module reaches the Hugging Face Hub: token, token_file and endpoint
+    # (module_utils/hub.py hub_client). Every Hub module has them.
+    DOCUMENTATION = r"""
+options:
+  token:
+    description:
+      - The Hub token. Needed for gated and private repositories.
+      - When not given, the module uses E(HF_TOKEN), then the file O(token_file), then E(HF_TOKEN_PATH), then
+        C($HF_HOME/token) (C(~/.cache/huggingface/token), where C(hf auth login) writes it); without any, it asks
+        anonymously.
+    type: str
+  token_file:
+    description:
+      - A file that holds the Hub token, used when neither O(token) nor E(HF_TOKEN) is set.
+      - The module fails when this file does not exist or is empty.
+    type: path
+  endpoint:
+    description:
+      - The Hub to ask, for example a mirror or a test server. Defaults to E(HF_ENDPOINT), else
+        U(https://huggingface.co).
+    type: str
+"""
+
+    # The repository of the modules whose arguments are module_utils/hub.py HUB_COMMON_ARG_SPEC
+    # (with sparkfold.cluster.hub for the rest of it). O(revision) is documented by each module:
+    # what it accepts and when it is resolved differ.
+    REPO = r"""
+options:
+  repo_id:
+    description:
+      - The repository on the Hub, as C(owner/name).
+    type: str
+    required: true
+  repo_type:
+    description:
+      - The kind of repository.
+    type: str
+    default: model
+    choices: [model, dataset, space]
+"""
