@@ -1,0 +1,87 @@
+//! Build script of the sparkfold lab engine: a SIMULATOR of TensorFold's command line and
+//! HTTP API, used only by the sparkfold.cluster lab and tests. It is not TensorFold.
+//!
+//! It accepts TensorFold's build interface so the collection's engine role runs the same
+//! command against it as against the real engine:
+//!
+//!   zig build install native -Dtarget=<triple> -Doptimize=ReleaseSafe \
+//!       -Dnvcc=<path> -Dsm=<n> [-Dfatbins=DIR] [-Dcpu=..] [-Dstrip=..] --prefix OUT
+//!
+//! and installs OUT/bin/tensorfold-native (rank 0) and OUT/bin/tf-dsv41-lanes (followers).
+//! -Dnvcc, -Dsm and -Dfatbins are declared and recorded in the build-info string that both
+//! binaries print with --version; nothing here uses CUDA. -Dcpu is zig's own CPU option
+//! (from standardTargetOptions); -Dstrip strips the binaries.
+//!
+//! Like TensorFold, the script refuses to compile with any Zig but the one named in
+//! .zig-version (checked at comptime against builtin.zig_version).
+
+const std = @import("std");
+const builtin = @import("builtin");
+
+/// The Zig release this tree is written for, from .zig-version (exact match required).
+const required_zig_text = std.mem.trim(u8, @embedFile(".zig-version"), " \t\r\n");
+
+comptime {
+    const required = std.SemanticVersion.parse(required_zig_text) catch
+        @compileError("lab engine: .zig-version does not hold a version: '" ++ required_zig_text ++ "'");
+    if (required.order(builtin.zig_version) != .eq) {
+        @compileError("lab engine: .zig-version asks for Zig " ++ required_zig_text ++
+            " but this is Zig " ++ builtin.zig_version_string);
+    }
+}
+
+pub fn build(b: *std.Build) void {
+    const target = b.standardTargetOptions(.{});
+    const optimize = b.standardOptimizeOption(.{});
+
+    // TensorFold's options. Declared so the real build command is accepted; recorded only.
+    const nvcc = b.option([]const u8, "nvcc", "Path of nvcc (recorded only: the simulator has no CUDA code)") orelse "none";
+    const sm = b.option(u32, "sm", "CUDA SM architecture, e.g. 121 for GB10 (recorded only)") orelse 0;
+    const fatbins = b.option([]const u8, "fatbins", "Directory of prebuilt fatbins (recorded only)") orelse "none";
+    const strip = b.option(bool, "strip", "Strip debug information from the binaries") orelse false;
+
+    const triple = target.query.zigTriple(b.allocator) catch @panic("OOM");
+    const build_info = b.fmt(
+        "target={s} cpu={s} optimize={s} nvcc={s} sm={d} fatbins={s} strip={} zig={s}",
+        .{ triple, target.result.cpu.model.name, @tagName(optimize), nvcc, sm, fatbins, strip, builtin.zig_version_string },
+    );
+
+    const options = b.addOptions();
+    options.addOption([]const u8, "build_info", build_info);
+    options.addOption([]const u8, "zig_version", required_zig_text);
+    const options_module = options.createModule();
+
+    const native_step = b.step("native", "Build tensorfold-native and tf-dsv41-lanes (simulated engine)");
+
+    const binaries = [_]struct { name: []const u8, root: []const u8 }{
+        .{ .name = "tensorfold-native", .root = "src/tensorfold_native.zig" },
+        .{ .name = "tf-dsv41-lanes", .root = "src/tf_dsv41_lanes.zig" },
+    };
+    for (binaries) |bin| {
+        const exe = b.addExecutable(.{
+            .name = bin.name,
+            .root_module = b.createModule(.{
+                .root_source_file = b.path(bin.root),
+                .target = target,
+                .optimize = optimize,
+                .strip = strip,
+                .imports = &.{.{ .name = "build_options", .module = options_module }},
+            }),
+        });
+        const install = b.addInstallArtifact(exe, .{});
+        native_step.dependOn(&install.step);
+        b.getInstallStep().dependOn(&install.step);
+    }
+
+    // `zig build test`: the unit tests of the reply logic and the HTTP parsing helpers.
+    const tests = b.addTest(.{
+        .root_module = b.createModule(.{
+            .root_source_file = b.path("src/tests.zig"),
+            .target = target,
+            .optimize = optimize,
+            .imports = &.{.{ .name = "build_options", .module = options_module }},
+        }),
+    });
+    const test_step = b.step("test", "Run the simulator's unit tests");
+    test_step.dependOn(&b.addRunArtifact(tests).step);
+}

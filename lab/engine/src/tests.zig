@@ -1,0 +1,7 @@
+//! Root of `zig build test`: pulls in the unit tests of the simulator's modules.
+
+test {
+    _ = @import("answer.zig");
+    _ = @import("common.zig");
+    _ = @import("http.zig");
+}
