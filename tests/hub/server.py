@@ -43,7 +43,7 @@ try:
     from . import fixtures
 except ImportError:  # run as a script, or copied next to fixtures.py
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import fixtures  # type: ignore[no-redef]
+    import fixtures
 
 CHUNK = 64 * 1024
 BAD_CREDENTIALS = "Invalid credentials in Authorization header"
@@ -359,7 +359,7 @@ class RepoView:
 class HubHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "sparkfold-hub/1.0"
-    hub_server: HubServer = None  # type: ignore[assignment]  # set on the per-server subclass
+    hub_server = None  # the HubServer, set on the per-server subclass
 
     def log_message(self, *args) -> None:
         pass
