@@ -34,6 +34,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+# Run as a script from anywhere: the repository root must be on sys.path before tests.hub
+# can be imported, hence these imports after the path set-up (E402).
 from tests.hub import fixtures  # noqa: E402
 from tests.hub.server import HubServer  # noqa: E402
 
