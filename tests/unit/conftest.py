@@ -85,3 +85,12 @@ def hub_env(hub_server, tmp_path):
         "HF_HUB_DISABLE_TELEMETRY": "1",
     })
     return env
+
+
+@pytest.fixture
+def hf_env(monkeypatch, tmp_path):
+    """Plain HTTP, an empty HF_HOME, no token and no endpoint from the environment."""
+    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    for name in ("HF_TOKEN", "HF_TOKEN_PATH", "HF_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)

@@ -19,14 +19,7 @@ from tests.hub.fixtures import (
 )
 from tests.unit.module_runner import module_runner
 
-
-@pytest.fixture(autouse=True)
-def hf_env(monkeypatch, tmp_path):
-    """Plain HTTP, an empty HF_HOME, no token and no endpoint from the environment."""
-    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    for name in ("HF_TOKEN", "HF_TOKEN_PATH", "HF_ENDPOINT"):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("hf_env")
 
 
 @pytest.fixture

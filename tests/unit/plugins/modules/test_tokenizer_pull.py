@@ -25,13 +25,7 @@ TOKENIZER = ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json
 BASE_FILES = [*TOKENIZER, "chat_template.jinja"]
 
 
-@pytest.fixture(autouse=True)
-def hf_env(monkeypatch, tmp_path):
-    """Plain HTTP, an empty HF_HOME, no token and no endpoint from the environment."""
-    monkeypatch.setenv("HF_HUB_DISABLE_XET", "1")
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    for name in ("HF_TOKEN", "HF_TOKEN_PATH", "HF_ENDPOINT"):
-        monkeypatch.delenv(name, raising=False)
+pytestmark = pytest.mark.usefixtures("hf_env")
 
 
 @pytest.fixture
