@@ -94,3 +94,12 @@ def hf_env(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     for name in ("HF_TOKEN", "HF_TOKEN_PATH", "HF_ENDPOINT"):
         monkeypatch.delenv(name, raising=False)
+
+
+# --- lab engine (lab/engine, a TensorFold simulator; harness in tests/labengine.py) ---------
+@pytest.fixture(scope="session")
+def engine_bin(tmp_path_factory):
+    """bin/ directory holding tensorfold-native and tf-dsv41-lanes, built once per session."""
+    from tests import labengine
+
+    return labengine.build(labengine.ENGINE, tmp_path_factory.mktemp("engine-out"))
