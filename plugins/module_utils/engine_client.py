@@ -1,0 +1,409 @@
+# Copyright: (c) 2026, sparkfold developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""A small OpenAI-compatible HTTP client for the inference engine, standard library only.
+
+Modules that use it run on the nodes with the system ``python3``, so there is no ``requests``.
+Every socket operation (connect, send, each read) has ``timeout`` seconds; nothing waits
+forever. A stream may also be given a total ``deadline``.
+
+Errors:
+
+- No answer at all raises :class:`EngineError`: ``kind`` "refused" (nothing listens, or the host
+  cannot be reached), "timeout" (no byte for ``timeout`` seconds) or "protocol" (the peer closed
+  the connection or spoke something that is not HTTP).
+- An HTTP error status is returned as a :class:`Response` (``request``, ``health``) or in
+  ``StreamResult.status``/``error`` (the stream calls); only the helpers that need a 200
+  (``models``, ``tokenize``) raise ``EngineError`` of kind "http".
+- Once a stream is under way, a timeout, a closed connection or an error event ends it: the
+  figures gathered so far are kept and ``StreamResult.error`` says what happened.
+
+The timing figures follow the bench definitions: TTFT = first content chunk - request sent;
+decode tok/s = (n - 1) / (t_last - t_first) with n the completion tokens.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import time
+from urllib.parse import urlsplit
+
+KINDS = ("refused", "timeout", "http", "protocol")
+NO_TOKENIZE = (404, 405, 501)
+
+
+class EngineError(Exception):
+    """The engine could not be asked, or answered in a way that cannot be used.
+
+    ``kind`` is one of "refused", "timeout", "http", "protocol"; ``status`` the HTTP status when
+    there was one; ``body`` the response body (text) when there was one.
+    """
+
+    def __init__(self, message, kind, status=None, body=None):
+        super().__init__(message)
+        self.message = message
+        self.kind = kind
+        self.status = status
+        self.body = body
+
+    def __str__(self):
+        return self.message
+
+
+class Response:
+    """One complete HTTP response: ``status``, ``headers`` (lower-case names), ``text``, ``json``."""
+
+    __slots__ = ("headers", "json", "status", "text")
+
+    def __init__(self, status, headers, text):
+        self.status = status
+        self.headers = headers
+        self.text = text
+        self.json = None
+        if text.strip():
+            try:
+                self.json = json.loads(text)
+            except ValueError:
+                self.json = None
+
+    def __repr__(self):
+        return f"Response(status={self.status}, text={self.text[:80]!r})"
+
+
+class StreamResult:
+    """What one streamed request gave back, with the arrival times of its chunks (time.monotonic())."""
+
+    __slots__ = (
+        "body",
+        "chunks",
+        "done",
+        "error",
+        "finish_reason",
+        "prompt_tokens",
+        "status",
+        "t_first",
+        "t_last",
+        "t_start",
+        "text",
+        "usage_completion_tokens",
+    )
+
+    def __init__(self, t_start):
+        self.status = None
+        self.text = ""
+        self.t_start = t_start
+        self.t_first = None
+        self.t_last = None
+        self.chunks = 0
+        self.usage_completion_tokens = None
+        self.prompt_tokens = None
+        self.finish_reason = None
+        self.error = None
+        self.done = False  # `data: [DONE]` was seen
+        self.body = None  # the body of a non-200 answer
+
+    @property
+    def completion_tokens(self):
+        """The server's usage figure when it sent one, else the number of content chunks."""
+        if self.usage_completion_tokens is not None:
+            return self.usage_completion_tokens
+        return self.chunks
+
+    @property
+    def ttft_s(self):
+        """Seconds from sending the request to the first content chunk; None without content."""
+        if self.t_first is None:
+            return None
+        return self.t_first - self.t_start
+
+    @property
+    def decode_tok_s(self):
+        """(n - 1) / (t_last - t_first); None when n < 2 or the span is 0."""
+        n = self.completion_tokens
+        if n is None or n < 2 or self.t_first is None or self.t_last is None:
+            return None
+        span = self.t_last - self.t_first
+        if span <= 0:
+            return None
+        return (n - 1) / span
+
+    @property
+    def ok(self):
+        return self.status == 200 and self.error is None
+
+    def as_dict(self):
+        return {
+            "status": self.status,
+            "text": self.text,
+            "chunks": self.chunks,
+            "completion_tokens": self.completion_tokens,
+            "prompt_tokens": self.prompt_tokens,
+            "finish_reason": self.finish_reason,
+            "ttft_s": self.ttft_s,
+            "decode_tok_s": self.decode_tok_s,
+            "error": self.error,
+        }
+
+    def __repr__(self):
+        return (f"StreamResult(status={self.status}, chunks={self.chunks}, finish_reason={self.finish_reason!r}, "
+                f"error={self.error!r}, text={self.text[:60]!r})")
+
+
+def error_message(text):
+    """The message of an OpenAI- or llama.cpp-shaped error body, else the text itself (shortened)."""
+    try:
+        data = json.loads(text)
+    except (TypeError, ValueError):
+        data = None
+    if isinstance(data, dict):
+        err = data.get("error")
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])
+        if isinstance(err, str) and err:
+            return err
+        if data.get("message"):
+            return str(data["message"])
+        if data.get("detail"):
+            return str(data["detail"])
+    text = (text or "").strip()
+    return text[:300] if text else "(empty body)"
+
+
+class EngineClient:
+    """Talks to one engine endpoint: ``url`` like ``http://127.0.0.1:8000`` (a trailing ``/`` or ``/v1`` is fine).
+
+    ``api_key`` is sent as ``Authorization: Bearer <key>``; ``timeout`` bounds every socket operation;
+    ``model`` (optional) is put in the body of the generation requests.
+    """
+
+    def __init__(self, url, api_key=None, timeout=30.0, model=None):
+        text = (url or "").strip()
+        if "://" not in text:
+            text = "http://" + text
+        parts = urlsplit(text)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"url must be like http://127.0.0.1:8000, got {url!r}")
+        path = parts.path.rstrip("/")
+        if path.endswith("/v1"):
+            path = path[: -len("/v1")]
+        self.scheme = parts.scheme
+        self.host = parts.hostname
+        self.port = parts.port or (443 if parts.scheme == "https" else 80)
+        self.prefix = path
+        self.api_key = api_key or None
+        self.timeout = float(timeout)
+        self.model = model or None
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        self.base_url = f"{self.scheme}://{host}:{self.port}{self.prefix}"
+        self.address = f"{host}:{self.port}"
+
+    # --- plumbing ---------------------------------------------------------------------------
+    def _connection(self, timeout):
+        cls = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
+        return cls(self.host, self.port, timeout=timeout)
+
+    def _headers(self, body, accept="application/json"):
+        headers = {"Accept": accept, "Connection": "close", "User-Agent": "sparkfold-engine-client/1"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        return headers
+
+    def _fail(self, exc, method, path, phase):
+        """EngineError for a socket-level failure ``exc`` during ``phase`` (connect/send/read)."""
+        where = f"{method} {path} on {self.address}"
+        if isinstance(exc, EngineError):
+            return exc
+        if isinstance(exc, (socket.timeout, TimeoutError)):
+            if phase == "connect":
+                return EngineError(f"timeout: no connection to {self.address} within {self.timeout:g} s", "timeout")
+            return EngineError(f"timeout: no answer to {where} within {self.timeout:g} s", "timeout")
+        if isinstance(exc, ConnectionRefusedError):
+            return EngineError(f"connection refused on {self.address}", "refused")
+        if phase == "connect" and isinstance(exc, OSError):
+            reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+            return EngineError(f"cannot connect to {self.address}: {reason}", "refused")
+        if isinstance(exc, http.client.RemoteDisconnected):
+            return EngineError(f"{where}: the server closed the connection without answering", "protocol")
+        if isinstance(exc, (ConnectionError, http.client.HTTPException, OSError)):
+            reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+            return EngineError(f"{where}: {reason}", "protocol")
+        return EngineError(f"{where}: {exc}", "protocol")
+
+    def _open(self, method, path, body, accept, timeout):
+        """Send a request; return (connection, HTTPResponse, monotonic time the request was sent)."""
+        payload = None if body is None else json.dumps(body).encode("utf-8")
+        conn = self._connection(timeout)
+        try:
+            conn.connect()
+        except Exception as exc:
+            conn.close()
+            raise self._fail(exc, method, path, "connect") from None
+        t_sent = time.monotonic()
+        try:
+            conn.request(method, self.prefix + path, body=payload, headers=self._headers(body, accept))
+            resp = conn.getresponse()
+        except Exception as exc:
+            conn.close()
+            raise self._fail(exc, method, path, "read") from None
+        return conn, resp, t_sent
+
+    # --- plain requests ---------------------------------------------------------------------
+    def request(self, method, path, body=None):
+        """One request; returns a Response whatever the status. Raises EngineError without one."""
+        conn, resp, _t = self._open(method, path, body, "application/json", self.timeout)
+        try:
+            raw = resp.read()
+        except Exception as exc:
+            raise self._fail(exc, method, path, "read") from None
+        finally:
+            conn.close()
+        headers = {name.lower(): value for name, value in resp.getheaders()}
+        return Response(resp.status, headers, raw.decode("utf-8", errors="replace"))
+
+    def health(self):
+        """GET /health (any status comes back as a Response)."""
+        return self.request("GET", "/health")
+
+    def models(self):
+        """Model ids from GET /v1/models; EngineError kind "http" on a non-200 status."""
+        resp = self.request("GET", "/v1/models")
+        if resp.status != 200:
+            raise EngineError(
+                f"GET /v1/models answered {resp.status}: {error_message(resp.text)}", "http", resp.status, resp.text
+            )
+        data = resp.json.get("data") if isinstance(resp.json, dict) else None
+        if not isinstance(data, list):
+            raise EngineError(
+                f"GET /v1/models did not answer an OpenAI model list (no 'data' list): {resp.text[:200]!r}",
+                "protocol", resp.status, resp.text,
+            )
+        return [str(item["id"]) for item in data if isinstance(item, dict) and "id" in item]
+
+    def tokenize(self, text):
+        """Token count of ``text`` from POST /tokenize; None when the server has no /tokenize."""
+        resp = self.request("POST", "/tokenize", {"content": text})
+        if resp.status in (400, 422) and self.model:
+            # vLLM's /tokenize wants {"model", "prompt"}.
+            resp = self.request("POST", "/tokenize", {"model": self.model, "prompt": text})
+        if resp.status in NO_TOKENIZE:
+            return None
+        if resp.status != 200:
+            raise EngineError(
+                f"POST /tokenize answered {resp.status}: {error_message(resp.text)}", "http", resp.status, resp.text
+            )
+        data = resp.json if isinstance(resp.json, dict) else {}
+        if isinstance(data.get("count"), int):
+            return data["count"]
+        if isinstance(data.get("tokens"), list):
+            return len(data["tokens"])
+        raise EngineError(f"POST /tokenize answered without a token list: {resp.text[:200]!r}", "protocol",
+                          resp.status, resp.text)
+
+    # --- streams ----------------------------------------------------------------------------
+    def _body(self, base, max_tokens, temperature, extra):
+        body = dict(base)
+        if self.model:
+            body["model"] = self.model
+        body["max_tokens"] = int(max_tokens)
+        body["temperature"] = temperature
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+        if extra:
+            body.update(extra)
+        return body
+
+    def stream_chat(self, messages, max_tokens, temperature=0.0, extra=None, deadline=None):
+        """POST /v1/chat/completions with stream=true; a StreamResult (content of choices[0].delta)."""
+        body = self._body({"messages": list(messages)}, max_tokens, temperature, extra)
+        return self._stream("/v1/chat/completions", body, chat=True, deadline=deadline)
+
+    def stream_completion(self, prompt, max_tokens, temperature=0.0, extra=None, deadline=None):
+        """POST /v1/completions with stream=true; a StreamResult (choices[0].text)."""
+        body = self._body({"prompt": prompt}, max_tokens, temperature, extra)
+        return self._stream("/v1/completions", body, chat=False, deadline=deadline)
+
+    def _stream(self, path, body, chat, deadline=None):
+        """Send ``body`` and read its SSE answer. ``deadline``: seconds for the whole stream (None: no limit)."""
+        conn, resp, t_sent = self._open("POST", path, body, "text/event-stream", self.timeout)
+        result = StreamResult(t_sent)
+        result.status = resp.status
+        try:
+            if resp.status != 200:
+                try:
+                    text = resp.read().decode("utf-8", errors="replace")
+                except Exception as exc:  # a body that never ends still gives the status
+                    text = f"(body unreadable: {self._fail(exc, 'POST', path, 'read')})"
+                result.body = text
+                result.error = f"POST {path} answered {resp.status}: {error_message(text)}"
+                return result
+            self._read_sse(resp, result, chat, path, deadline)
+        finally:
+            conn.close()
+        return result
+
+    def _read_sse(self, resp, result, chat, path, deadline):
+        readline = resp.readline
+        monotonic = time.monotonic
+        loads = json.loads
+        end = None if deadline is None else result.t_start + deadline
+        text_parts = []
+        key = "delta" if chat else None
+        try:
+            while True:
+                line = readline()
+                if not line:
+                    if not result.done and result.error is None:
+                        result.error = (f"the stream of POST {path} ended before 'data: [DONE]' "
+                                        f"after {result.chunks} content chunks")
+                    break
+                if end is not None and monotonic() > end:
+                    result.error = f"the stream of POST {path} ran past its deadline of {deadline:g} s"
+                    break
+                if not line.startswith(b"data:"):
+                    continue  # blank lines, ": comments", event:/id:/retry: fields
+                data = line[5:].strip()
+                if data == b"[DONE]":
+                    result.done = True
+                    break
+                if not data:
+                    continue
+                try:
+                    event = loads(data)
+                except ValueError:
+                    result.error = f"the stream of POST {path} sent a line that is not JSON: {data[:120]!r}"
+                    break
+                if not isinstance(event, dict):
+                    continue
+                if "error" in event:
+                    result.error = f"the engine reported an error mid-stream: {error_message(json.dumps(event))}"
+                    break
+                choices = event.get("choices")
+                if choices:
+                    choice = choices[0]
+                    piece = (choice.get("delta") or {}).get("content") if key else choice.get("text")
+                    if piece:
+                        now = monotonic()
+                        if result.t_first is None:
+                            result.t_first = now
+                        result.t_last = now
+                        result.chunks += 1
+                        text_parts.append(piece)
+                    reason = choice.get("finish_reason")
+                    if reason:
+                        result.finish_reason = reason
+                usage = event.get("usage")
+                if usage:
+                    if isinstance(usage.get("completion_tokens"), int):
+                        result.usage_completion_tokens = usage["completion_tokens"]
+                    if isinstance(usage.get("prompt_tokens"), int):
+                        result.prompt_tokens = usage["prompt_tokens"]
+        except (socket.timeout, TimeoutError):
+            result.error = (f"timeout: the stream of POST {path} sent nothing for {self.timeout:g} s "
+                            f"after {result.chunks} content chunks")
+        except (OSError, http.client.HTTPException) as exc:
+            result.error = f"the stream of POST {path} broke after {result.chunks} content chunks: {exc}"
+        result.text = "".join(text_parts)
