@@ -443,3 +443,18 @@ def table_lines(checks, detail_width=90):
         mark = "PASS" if c["passed"] else "FAIL"
         lines.append(f"{c['name']:<{width}}  {mark:<6}  {c.get('seconds') or 0:7.2f}  {detail}")
     return lines
+
+
+def engine_context(client):
+    """The engine's context length: /health's ``context_length`` (TensorFold) or /v1/models' ``max_model_len``
+    (TensorFold, vLLM); None when neither says. Raises EngineError when the engine does not answer."""
+    resp = client.health()
+    if resp.status == 200 and isinstance(resp.json, dict) and isinstance(resp.json.get("context_length"), int):
+        return resp.json["context_length"]
+    resp = client.request("GET", "/v1/models")
+    data = resp.json.get("data") if resp.status == 200 and isinstance(resp.json, dict) else None
+    for item in data if isinstance(data, list) else []:
+        if (isinstance(item, dict) and isinstance(item.get("max_model_len"), int)
+                and (client.model is None or item.get("id") == client.model)):
+            return item["max_model_len"]
+    return None

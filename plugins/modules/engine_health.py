@@ -1,0 +1,428 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, sparkfold developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: engine_health
+short_description: Wait until an OpenAI-compatible inference engine is ready, and probe it
+version_added: "0.1.0"
+description:
+  - Probes the engine at O(url) until it is ready or O(wait) seconds have passed, then checks that
+    C(/v1/models) lists O(served_name) and, with O(chat_check), that a streamed chat request answers
+    C(What is 17 * 23?) with 391.
+  - >-
+    Reads C(/health) as TensorFold, vLLM and llama.cpp answer it. Connection refused means the engine is
+    still loading (TensorFold opens HTTP only once the model is loaded). TensorFold's
+    C({"ok": true, ...}) or, with API keys on, C({"status": "ok"}) means ready; a 503 with
+    C({"ok": false, "error": ...}) is fatal (a rank was lost; the engine exits and its service restarts it);
+    vLLM's empty 200 means ready; llama.cpp's 503 C({"error": {"message": "Loading model"}}) means still
+    loading, its C({"status": "ok"}) ready. A server without C(/health) (404) is judged by C(/v1/models).
+  - >-
+    While not ready it keeps probing every O(interval) seconds; on timeout it fails with the last state seen and
+    how long it lasted, for example C(still loading: connection refused on 127.0.0.1:8000 for 600 s) or
+    C(503 from /health: follower rank 1 lost: connection closed). Every request has a timeout, so the module
+    never hangs; it returns within about O(wait) + O(timeout) seconds.
+  - >-
+    An engine that wants an API key (401 or 403) and a served name the engine does not serve fail at once:
+    waiting does not change them.
+  - Needs nothing beyond the Python standard library, so it runs with the system C(python3) of the node.
+  - Read-only; never reports a change.
+author:
+  - sparkfold developers (@sparkfold)
+options:
+  url:
+    description:
+      - Base URL of the engine, for example V(http://127.0.0.1:8000). A trailing C(/) or C(/v1) is ignored.
+    type: str
+    default: http://127.0.0.1:8000
+  api_key:
+    description:
+      - >-
+        API key, sent as C(Authorization: Bearer <key>). Leave empty when the engine runs without keys.
+    type: str
+  served_name:
+    description:
+      - The model id C(/v1/models) must list (TensorFold's C(--name)). Not checked when empty.
+      - Also sent as C(model) in the chat request of O(chat_check).
+    type: str
+  wait:
+    description:
+      - Seconds to wait for the engine to become ready. V(0) probes once and fails if it is not ready.
+      - Loading the real model takes minutes (TensorFold opens HTTP only once all ranks are loaded).
+    type: int
+    default: 0
+  interval:
+    description:
+      - Seconds between probes while waiting.
+    type: float
+    default: 2.0
+  timeout:
+    description:
+      - Seconds each request may take (connect, and each read). While waiting, a probe never runs past the end
+        of O(wait) by more than 1 second.
+    type: float
+    default: 30.0
+  chat_check:
+    description:
+      - Once ready, ask C(What is 17 * 23?) (streamed, temperature 0) and fail unless the answer contains 391.
+        Returns the time to first token and the decode speed of that reply.
+    type: bool
+    default: false
+  chat_max_tokens:
+    description:
+      - Most tokens the reply of O(chat_check) may have. Leave room for thinking when the engine thinks first.
+    type: int
+    default: 256
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: The probes only read, so they run in check mode exactly as in a normal run.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+notes:
+  - Run it on the node that serves (the head) against C(127.0.0.1), or anywhere the engine's port is reachable.
+  - >-
+    TensorFold's C(/health) hides the reason of a fatal state when API keys are on (C({"status": "error"}));
+    the engine's journal then tells what happened.
+seealso:
+  - module: sparkfold.cluster.engine_smoke
+"""
+
+EXAMPLES = r"""
+- name: Wait up to 15 minutes for the engine to load, then ask it 17 * 23
+  sparkfold.cluster.engine_health:
+    url: http://127.0.0.1:8000
+    served_name: deepseek-v4.1-flash
+    wait: 900
+    chat_check: true
+  register: engine
+
+- name: Show the probe's figures
+  ansible.builtin.debug:
+    msg: "ready; TTFT {{ engine.ttft_s | round(3) }} s, decode {{ engine.decode_tok_s | round(1) }} tok/s"
+
+- name: One probe of an engine with API keys, without failing when it is not ready
+  sparkfold.cluster.engine_health:
+    url: http://127.0.0.1:8000
+    api_key: "{{ engine_api_key }}"
+  register: probe
+  failed_when: false
+  no_log: true
+"""
+
+RETURN = r"""
+ready:
+  description: Whether the engine answered ready (and passed the checks asked for).
+  returned: always
+  type: bool
+  sample: true
+state:
+  description:
+    - The last state seen. V(ready); V(loading) (connection refused, or a 503 that says it is loading);
+      V(fatal) (a 503 that reports an error); V(unavailable) (another error status); V(timeout) (no answer
+      within O(timeout)); V(unauthorized) (401 or 403); V(wrong_model) (O(served_name) not listed);
+      V(chat_failed) (the O(chat_check) answer was wrong or broke off).
+  returned: always
+  type: str
+  sample: ready
+state_detail:
+  description: The last state in words, as it appears in the failure message.
+  returned: always
+  type: str
+  sample: "still loading: connection refused on 127.0.0.1:8000"
+health:
+  description:
+    - >-
+      The parsed body of the last C(/health) answer; an empty dict for an empty body (vLLM); C({"text": ...}) for
+      a body that is not JSON; an empty dict when C(/health) never answered.
+  returned: always
+  type: dict
+  sample: {ok: true, requests_running: 0, streams: {active: 0, queued: 0, slots: 4}, context_length: 1048576}
+models:
+  description: The model ids C(/v1/models) listed (empty when it was not reached).
+  returned: always
+  type: list
+  elements: str
+  sample: [deepseek-v4.1-flash]
+ttft_s:
+  description: Seconds from sending the O(chat_check) request to its first content chunk; null without O(chat_check).
+  returned: always
+  type: float
+  sample: 0.214
+decode_tok_s:
+  description:
+    - Decode speed of the O(chat_check) reply, (n - 1) / (t_last - t_first) with n its completion tokens;
+      null without O(chat_check) or when the reply had fewer than 2 tokens.
+  returned: always
+  type: float
+  sample: 80.7
+reply:
+  description: The text of the O(chat_check) answer; null without O(chat_check).
+  returned: always
+  type: str
+  sample: 17 * 23 = 391
+elapsed_s:
+  description: Seconds the module spent, probes and waiting included.
+  returned: always
+  type: float
+  sample: 312.4
+probes:
+  description: How many times C(/health) was asked.
+  returned: always
+  type: int
+  sample: 157
+"""
+
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_checks import run_arithmetic
+from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_client import (
+    EngineClient,
+    EngineError,
+    error_message,
+)
+
+HINTS = {
+    "loading": "the engine opens HTTP only once the model is loaded on every rank; raise wait if loading takes "
+               "longer, else look at the engine's journal on every node (is it running at all?)",
+    "fatal": "the engine reported a fatal error: it exits and its service restarts it; look at the engine's journal "
+             "on every node for the cause",
+    "unavailable": "look at the engine's journal on this node",
+    "timeout": "the engine accepts connections but does not answer: it may be wedged; look at its journal and "
+               "restart it",
+    "unauthorized": "set api_key to the key of the engine's --api-key-file",
+}
+
+
+class Probe:
+    """Where the engine stands: the last state, since when, and what was read."""
+
+    def __init__(self, client, url):
+        self.client = client
+        self.url = url
+        self.state = None
+        self.detail = ""
+        self.since = time.monotonic()
+        self.health = {}
+        self.models = []
+        self.probes = 0
+        self.earlier = None  # the last fatal/unavailable state, kept when a later state replaces it
+
+    def set(self, state, detail):
+        if state != self.state or detail != self.detail:
+            if self.state in ("fatal", "unavailable", "timeout") and state != self.state:
+                self.earlier = self.detail
+            self.state = state
+            self.detail = detail
+            self.since = time.monotonic()
+
+    def read_health(self, timeout):
+        """Ask /health once. Returns True when ready, False when not (yet), None when /health is absent."""
+        self.probes += 1
+        self.client.timeout = timeout
+        try:
+            resp = self.client.health()
+        except EngineError as exc:
+            if exc.kind == "refused":
+                self.set("loading", f"still loading: {exc}")
+            elif exc.kind == "timeout":
+                self.set("timeout", f"no answer from /health on {self.client.address} within {timeout:g} s")
+            else:
+                self.set("unavailable", str(exc))
+            return False
+        body = resp.json
+        if resp.text.strip() == "":
+            self.health = {}
+        elif isinstance(body, dict):
+            self.health = body
+        else:
+            self.health = {"text": resp.text[:2000]}
+        return self._judge(resp, body if isinstance(body, dict) else {})
+
+    def _judge(self, resp, body):
+        status = resp.status
+        if status == 200:
+            if body.get("ok") is False:
+                self.set("fatal", f"/health says ok: false: {_error_text(body)}")
+                return False
+            if body.get("status") not in (None, "ok"):
+                state = "loading" if "load" in str(body.get("status")).lower() else "unavailable"
+                self.set(state, f"/health says status: {body.get('status')}")
+                return False
+            return True  # {"ok": true}, {"status": "ok"}, vLLM's empty 200, or another 200
+        if status in (401, 403):
+            self.set("unauthorized", f"{status} from /health: {error_message(resp.text)}")
+            return False
+        if status == 404:
+            return None
+        message = _error_text(body) if body else error_message(resp.text)
+        if status == 503:
+            if "loading" in message.lower() or str(body.get("status", "")).lower() == "loading":
+                self.set("loading", f"still loading: 503 from /health: {message}")
+            elif body.get("ok") is False:
+                self.set("fatal", f"503 from /health: {message}")
+            elif body.get("status") == "error":
+                self.set("fatal", "503 from /health: status error (with API keys on the engine does not say why; "
+                                  "see its journal)")
+            else:
+                self.set("unavailable", f"503 from /health: {message}")
+            return False
+        self.set("unavailable", f"{status} from /health: {message}")
+        return False
+
+    def read_models(self, timeout, served_name, has_key):
+        """Ask /v1/models. True when served_name is listed (or not asked for); False to keep waiting.
+
+        Raises Final for states that waiting cannot change.
+        """
+        self.client.timeout = timeout
+        try:
+            self.models = self.client.models()
+        except EngineError as exc:
+            if exc.kind == "refused":
+                self.set("loading", f"still loading: {exc}")
+            elif exc.kind == "timeout":
+                self.set("timeout", f"no answer from /v1/models on {self.client.address} within {timeout:g} s")
+            elif exc.status in (401, 403):
+                why = "the engine refused the API key given" if has_key else "the engine wants an API key (none given)"
+                detail = f"{exc.status} from /v1/models: {why}"
+                self.set("unauthorized", detail)
+                raise Final(f"{detail} ({error_message(exc.body or '')}); {HINTS['unauthorized']}") from None
+            elif exc.status == 503:
+                self.set("loading", f"still loading: 503 from /v1/models: {error_message(exc.body or '')}")
+            else:
+                self.set("unavailable", str(exc))
+            return False
+        if served_name and served_name not in self.models:
+            listed = ", ".join(self.models) if self.models else "nothing"
+            detail = f"/v1/models does not list served_name {served_name}; it lists {listed}"
+            self.set("wrong_model", detail)
+            raise Final(
+                f"{detail}. Set served_name to the engine's --name (engine_service_served_name), or restart the "
+                f"engine with --name {served_name}"
+            )
+        return True
+
+
+class Final(Exception):
+    """A state that waiting does not change: fail now."""
+
+
+def _error_text(body):
+    err = body.get("error")
+    if isinstance(err, dict):
+        return str(err.get("message") or err)
+    if err:
+        return str(err)
+    if body.get("message"):
+        return str(body["message"])
+    return str(body)
+
+
+def wait_ready(probe, wait, interval, timeout, served_name, has_key):
+    """Probe until ready or ``wait`` seconds have passed. Returns True when ready. Raises Final."""
+    start = time.monotonic()
+    deadline = start + wait
+    while True:
+        remaining = deadline - time.monotonic()
+        request_timeout = timeout if wait <= 0 else max(1.0, min(timeout, remaining + 1.0))
+        healthy = probe.read_health(request_timeout)
+        if probe.state == "unauthorized":
+            raise Final(f"{probe.detail}; {HINTS['unauthorized']}")
+        if healthy is None or healthy:
+            if healthy is None:
+                probe.set("loading", "no /health route (404); judging by /v1/models")
+            if probe.read_models(request_timeout, served_name, has_key):
+                probe.set("ready", "ready")
+                return True
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        time.sleep(min(interval, remaining))
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "url": {"type": "str", "default": "http://127.0.0.1:8000"},
+            "api_key": {"type": "str", "no_log": True},
+            "served_name": {"type": "str"},
+            "wait": {"type": "int", "default": 0},
+            "interval": {"type": "float", "default": 2.0},
+            "timeout": {"type": "float", "default": 30.0},
+            "chat_check": {"type": "bool", "default": False},
+            "chat_max_tokens": {"type": "int", "default": 256},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    if p["wait"] < 0:
+        module.fail_json(msg=f"wait must be 0 or more seconds, got {p['wait']}")
+    if p["interval"] <= 0 or p["timeout"] <= 0:
+        module.fail_json(
+            msg=f"interval and timeout must be more than 0 seconds, got {p['interval']} and {p['timeout']}"
+        )
+    if p["chat_max_tokens"] < 1:
+        module.fail_json(msg=f"chat_max_tokens must be at least 1, got {p['chat_max_tokens']}")
+    try:
+        client = EngineClient(p["url"], api_key=p["api_key"], timeout=p["timeout"], model=p["served_name"])
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+
+    start = time.monotonic()
+    probe = Probe(client, p["url"])
+    result = {"changed": False, "ready": False, "ttft_s": None, "decode_tok_s": None, "reply": None}
+
+    def finish(ok, msg=None):
+        result.update({
+            "state": probe.state or "unknown",
+            "state_detail": probe.detail,
+            "health": probe.health,
+            "models": probe.models,
+            "probes": probe.probes,
+            "elapsed_s": round(time.monotonic() - start, 3),
+        })
+        if ok:
+            module.exit_json(**result)
+        module.fail_json(msg=msg, **result)
+
+    try:
+        ready = wait_ready(probe, p["wait"], p["interval"], p["timeout"], p["served_name"], bool(p["api_key"]))
+    except Final as exc:
+        finish(False, str(exc))
+    if not ready:
+        lasted = time.monotonic() - probe.since
+        msg = f"the engine at {client.base_url} is not ready after {time.monotonic() - start:.0f} s: {probe.detail}"
+        if p["wait"] > 0:
+            msg += f" for {lasted:.0f} s"
+        if probe.earlier and probe.earlier != probe.detail:
+            msg += f" (before that: {probe.earlier})"
+        hint = HINTS.get(probe.state)
+        if hint:
+            msg += f"; {hint}"
+        finish(False, msg)
+
+    if p["chat_check"]:
+        client.timeout = p["timeout"]
+        check = run_arithmetic(client, max_tokens=p["chat_max_tokens"])
+        result.update({"ttft_s": check["ttft_s"], "decode_tok_s": check["decode_tok_s"], "reply": check["reply"]})
+        if not check["passed"]:
+            probe.set("chat_failed", f"chat check failed: {check['detail']}")
+            finish(False, f"the engine at {client.base_url} is up but its chat check failed: asked "
+                          f"'What is 17 * 23?', {check['detail']}; look at the engine's journal")
+    result["ready"] = True
+    finish(True)
+
+
+if __name__ == "__main__":
+    main()
