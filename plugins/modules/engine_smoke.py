@@ -310,7 +310,8 @@ def main():
         failed = [c["name"] for c in checks if not c["passed"]]
         module.fail_json(
             msg=f"smoke test of {client.base_url}: {len(failed)} of {len(checks)} checks failed "
-                f"({', '.join(failed)}):\n" + result["table"],
+                f"({', '.join(failed)}):\n" + result["table"] + "\n"
+                + "\n".join(f"{c['name']}: {c['detail']}" for c in checks if not c["passed"]),
             **result,
         )
     module.exit_json(**result)
