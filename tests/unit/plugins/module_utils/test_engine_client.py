@@ -1,0 +1,157 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""engine_client against the lab engine (a TensorFold simulator) and small fake servers."""
+
+import time
+
+import pytest
+from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_client import EngineClient, EngineError
+
+from tests.labengine import Cluster, free_port
+from tests.unit.fake_openai import FakeEngine, chat_chunks, silent_server
+
+DECODE_TOK_S = 100.0  # tests/labengine.py SIM_ENV
+TTFT_BASE_S = 0.020
+
+
+@pytest.fixture(scope="module")
+def cluster(engine_bin, tmp_path_factory):
+    c = Cluster(engine_bin, tmp_path_factory.mktemp("client-cluster")).start()
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def client(cluster):
+    return EngineClient(f"http://127.0.0.1:{cluster.port}", model="dsv41-sim", timeout=10)
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8000", "http://127.0.0.1:8000/", "http://127.0.0.1:8000/v1",
+                                 "http://127.0.0.1:8000/v1/", "127.0.0.1:8000"])
+def test_url_forms(url):
+    c = EngineClient(url)
+    assert (c.host, c.port, c.prefix, c.base_url) == ("127.0.0.1", 8000, "", "http://127.0.0.1:8000")
+
+
+def test_bad_url():
+    with pytest.raises(ValueError, match="must be like"):
+        EngineClient("ftp://x")
+
+
+def test_health_models_tokenize(client):
+    resp = client.health()
+    assert resp.status == 200 and resp.json["ok"] is True
+    assert resp.headers["content-type"].startswith("application/json")
+    assert client.models() == ["dsv41-sim"]
+    assert client.tokenize("one two three") == 3
+
+
+def test_http_errors_are_responses_not_raised(client):
+    resp = client.request("GET", "/no/such/route")
+    assert resp.status == 404 and resp.json["error"]["code"] == 404
+
+
+def test_stream_timings_match_the_simulated_rates(client):
+    r = client.stream_completion("count from 1 to 60", 80)
+    assert r.ok and r.finish_reason == "stop" and r.done
+    assert r.text.split() == [str(i) for i in range(1, 61)]
+    assert r.chunks == 60 and r.completion_tokens == 60 and r.prompt_tokens == 5
+    assert TTFT_BASE_S * 0.5 < r.ttft_s < TTFT_BASE_S + 0.25
+    assert DECODE_TOK_S * 0.75 < r.decode_tok_s < DECODE_TOK_S * 1.25
+
+
+def test_stream_chat_answers_arithmetic(client):
+    r = client.stream_chat([{"role": "user", "content": "What is 17 * 23?"}], 32)
+    assert r.ok and r.text == "17 * 23 = 391"
+    assert r.as_dict()["completion_tokens"] == 5
+
+
+def test_stream_error_status(client):
+    r = client.stream_chat([{"role": "user", "content": "hi"}], 10 ** 6)
+    assert r.status == 400 and "maximum context length" in r.error and r.chunks == 0
+
+
+def test_api_key(engine_bin, tmp_path):
+    (tmp_path / "key").write_text("s3cret\n")
+    c = Cluster(engine_bin, tmp_path, extra_args=["--api-key-file", str(tmp_path / "key")]).start()
+    try:
+        anonymous = EngineClient(f"http://127.0.0.1:{c.port}")
+        with pytest.raises(EngineError) as err:
+            anonymous.models()
+        assert err.value.kind == "http" and err.value.status == 401 and "401" in str(err.value)
+        assert EngineClient(f"http://127.0.0.1:{c.port}", api_key="s3cret").models() == ["dsv41-sim"]
+        assert anonymous.health().json == {"status": "ok"}
+    finally:
+        c.stop()
+
+
+def test_refused():
+    port = free_port()
+    with pytest.raises(EngineError) as err:
+        EngineClient(f"http://127.0.0.1:{port}").health()
+    assert err.value.kind == "refused" and str(err.value) == f"connection refused on 127.0.0.1:{port}"
+
+
+def test_a_server_that_never_answers_times_out():
+    with silent_server() as url:
+        c = EngineClient(url, timeout=0.5)
+        t0 = time.monotonic()
+        with pytest.raises(EngineError) as err:
+            c.health()
+        assert err.value.kind == "timeout" and "within 0.5 s" in str(err.value)
+        with pytest.raises(EngineError) as err:
+            c.stream_chat([{"role": "user", "content": "x"}], 4)
+        assert err.value.kind == "timeout"
+        assert time.monotonic() - t0 < 3
+
+
+def test_sse_comments_no_usage_and_error_mid_stream():
+    with FakeEngine() as fake:
+        events = [": keep-alive", *chat_chunks("a b c d", usage=False)]
+        fake.route("POST", "/v1/chat/completions", lambda body, n: (200, events if n == 1 else [
+            *chat_chunks("x y", done=False)[:2], {"error": {"message": "follower rank 1 lost", "code": 503}}]))
+        c = EngineClient(fake.url + "/v1", api_key="k")
+        r = c.stream_chat([{"role": "user", "content": "q"}], 8)
+        assert r.ok and r.text == "a b c d" and r.chunks == 4 and r.completion_tokens == 4 and r.prompt_tokens is None
+        body, headers = fake.calls[0][2], fake.calls[0][3]
+        assert body["stream"] is True and body["temperature"] == 0.0 and body["max_tokens"] == 8
+        assert headers["Authorization"] == "Bearer k"
+        r = c.stream_chat([{"role": "user", "content": "q"}], 8)
+        assert r.text == "x y" and "follower rank 1 lost" in r.error and not r.ok
+
+
+def test_stream_cut_before_done():
+    with FakeEngine() as fake:
+        fake.route("POST", "/v1/completions", lambda body, n: (200, [{"choices": [{"text": "half"}]}]))
+        r = EngineClient(fake.url).stream_completion("p", 8)
+        assert r.text == "half" and "ended before 'data: [DONE]'" in r.error
+
+
+def test_tokenize_absent_and_models_error():
+    with FakeEngine() as fake:
+        fake.route("GET", "/v1/models", lambda body, n: (503, {"error": {"message": "Loading model"}}))
+        c = EngineClient(fake.url)
+        assert c.tokenize("a b") is None
+        with pytest.raises(EngineError) as err:
+            c.models()
+        assert err.value.kind == "http" and err.value.status == 503 and "Loading model" in str(err.value)
+
+
+def test_sse_parsing_is_cheap():
+    """More than 5,000 chunks a second on one core (a benchmark client's need); in practice far more."""
+    import io
+    import json
+
+    from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_client import StreamResult
+
+    event = json.dumps({"object": "chat.completion.chunk",
+                        "choices": [{"index": 0, "delta": {"content": " word"}, "finish_reason": None}]})
+    data = (("data: " + event + "\n\n") * 20000 + "data: [DONE]\n\n").encode()
+
+    class Resp:
+        readline = io.BufferedReader(io.BytesIO(data)).readline
+
+    result = StreamResult(time.monotonic())
+    t0 = time.perf_counter()
+    EngineClient("http://127.0.0.1:1")._read_sse(Resp, result, True, "/v1/chat/completions", None)
+    rate = result.chunks / (time.perf_counter() - t0)
+    assert result.chunks == 20000 and result.done and rate > 5000
