@@ -1,0 +1,155 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""engine_health (run in-process) against the lab engine (a TensorFold simulator) and fakes of vLLM and llama.cpp."""
+
+import threading
+import time
+
+import pytest
+from ansible_collections.sparkfold.cluster.plugins.modules import engine_health
+
+from tests.labengine import Cluster, free_port, request, wait_until
+from tests.unit.fake_openai import FakeEngine, chat_chunks, models_list, silent_server
+from tests.unit.module_runner import module_runner
+
+
+@pytest.fixture
+def run(monkeypatch):
+    return module_runner(monkeypatch, engine_health.main)
+
+
+@pytest.fixture(scope="module")
+def pair(engine_bin, tmp_path_factory):
+    c = Cluster(engine_bin, tmp_path_factory.mktemp("health-pair")).start()
+    yield c
+    c.stop()
+
+
+def url(port):
+    return f"http://127.0.0.1:{port}"
+
+
+def test_ready_pair_with_chat_check(run, pair):
+    kind, result, _ = run({"url": url(pair.port), "served_name": "dsv41-sim", "chat_check": True})
+    assert kind == "exit", result
+    assert result["ready"] is True and result["changed"] is False and result["state"] == "ready"
+    assert result["health"]["ok"] is True and result["health"]["streams"]["slots"] == 2
+    assert result["models"] == ["dsv41-sim"] and result["reply"] == "17 * 23 = 391"
+    assert 0 < result["ttft_s"] < 0.5 and 70 < result["decode_tok_s"] < 130
+
+
+def test_check_mode_probes_too(run, pair):
+    kind, result, _ = run({"url": url(pair.port) + "/v1", "_ansible_check_mode": True})
+    assert kind == "exit" and result["ready"] and not result["changed"]
+
+
+def test_served_name_missing_names_what_is_listed(run, pair):
+    kind, result, _ = run({"url": url(pair.port), "served_name": "deepseek-v4.1-flash", "wait": 30})
+    assert kind == "fail" and result["state"] == "wrong_model"
+    assert "does not list served_name deepseek-v4.1-flash; it lists dsv41-sim" in result["msg"]
+    assert result["elapsed_s"] < 5  # waiting does not change it
+
+
+def test_refused_then_ready(run, engine_bin, tmp_path):
+    cluster = Cluster(engine_bin, tmp_path)
+    starter = threading.Timer(1.0, cluster.start)
+    starter.start()
+    try:
+        kind, result, _ = run({"url": url(cluster.port), "served_name": "dsv41-sim", "wait": 30, "interval": 0.2})
+    finally:
+        starter.join()
+        cluster.stop()
+    assert kind == "exit", result
+    assert result["ready"] and result["probes"] > 2 and result["elapsed_s"] > 1.0
+
+
+def test_wait_timeout_names_the_last_state(run):
+    port = free_port()
+    t0 = time.monotonic()
+    kind, result, _ = run({"url": url(port), "wait": 2, "interval": 0.3})
+    assert time.monotonic() - t0 < 5
+    assert kind == "fail" and result["ready"] is False and result["state"] == "loading"
+    assert f"still loading: connection refused on 127.0.0.1:{port} for 2 s" in result["msg"]
+    assert "raise wait" in result["msg"] and result["probes"] >= 3
+
+
+def test_one_probe_when_wait_is_0(run):
+    kind, result, _ = run({"url": url(free_port())})
+    assert kind == "fail" and result["probes"] == 1 and result["elapsed_s"] < 1
+
+
+def test_follower_lost_is_a_fatal_503(run, engine_bin, tmp_path):
+    cluster = Cluster(engine_bin, tmp_path, env={"SIM_FOLLOWER_GRACE_S": "30"}).start()
+    try:
+        cluster.followers[1].kill()
+        assert wait_until(lambda: request(cluster.port, "GET", "/health")[0] == 503, 10)
+        kind, result, _ = run({"url": url(cluster.port), "wait": 1, "interval": 0.3})
+    finally:
+        cluster.stop()
+    assert kind == "fail" and result["state"] == "fatal"
+    assert "503 from /health: follower rank 1 lost: connection closed" in result["msg"]
+    assert result["health"] == {"ok": False, "error": "follower rank 1 lost: connection closed"}
+
+
+def test_api_key(run, engine_bin, tmp_path):
+    (tmp_path / "key").write_text("lab-key\n")
+    cluster = Cluster(engine_bin, tmp_path, extra_args=["--api-key-file", str(tmp_path / "key")]).start()
+    try:
+        kind, without, _ = run({"url": url(cluster.port), "wait": 10})
+        kind_key, with_key, _ = run({"url": url(cluster.port), "api_key": "lab-key", "chat_check": True})
+        kind_bad, bad, _ = run({"url": url(cluster.port), "api_key": "wrong"})
+    finally:
+        cluster.stop()
+    assert kind == "fail" and without["state"] == "unauthorized" and without["elapsed_s"] < 5
+    assert "401 from /v1/models: the engine wants an API key (none given)" in without["msg"]
+    assert "set api_key" in without["msg"]
+    assert without["health"] == {"status": "ok"}
+    assert kind_key == "exit" and with_key["ready"] and with_key["health"] == {"status": "ok"}
+    assert "lab-key" not in str(with_key) and with_key["reply"] == "17 * 23 = 391"
+    assert kind_bad == "fail" and "refused the API key given" in bad["msg"]
+
+
+def test_vllm_empty_200(run):
+    with FakeEngine() as fake:
+        fake.route("GET", "/health", lambda body, n: (200, ""))
+        fake.route("GET", "/v1/models", lambda body, n: (200, models_list("deepseek-v4.1-flash")))
+        fake.route("POST", "/v1/chat/completions", lambda body, n: (200, chat_chunks("The answer is 391.")))
+        kind, result, _ = run({"url": fake.url, "served_name": "deepseek-v4.1-flash", "chat_check": True})
+    assert kind == "exit", result
+    assert result["ready"] and result["health"] == {} and result["reply"] == "The answer is 391."
+    chat = [c for c in fake.calls if c[1] == "/v1/chat/completions"][0][2]
+    assert chat["model"] == "deepseek-v4.1-flash" and chat["messages"][0]["content"] == "What is 17 * 23?"
+
+
+def test_llama_cpp_loading_then_ok(run):
+    loading = {"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}
+    with FakeEngine() as fake:
+        fake.route("GET", "/health", lambda body, n: (503, loading) if n <= 3 else (200, {"status": "ok"}))
+        fake.route("GET", "/v1/models", lambda body, n: (200, models_list("model.gguf")))
+        kind_once, once, _ = run({"url": fake.url})
+        kind, result, _ = run({"url": fake.url, "wait": 10, "interval": 0.1})
+    assert kind_once == "fail" and once["state"] == "loading"
+    assert "still loading: 503 from /health: Loading model" in once["msg"]
+    assert kind == "exit" and result["ready"] and result["health"] == {"status": "ok"}
+    assert result["models"] == ["model.gguf"]
+
+
+def test_wrong_chat_answer_fails(run):
+    with FakeEngine() as fake:
+        fake.route("GET", "/health", lambda body, n: (200, {"ok": True}))
+        fake.route("GET", "/v1/models", lambda body, n: (200, models_list("m")))
+        fake.route("POST", "/v1/chat/completions", lambda body, n: (200, chat_chunks("It is 3910")))
+        kind, result, _ = run({"url": fake.url, "chat_check": True})
+    assert kind == "fail" and result["state"] == "chat_failed"
+    assert "expected 391 in the answer, got 'It is 3910'" in result["msg"]
+
+
+def test_a_server_that_never_answers(run):
+    with silent_server() as silent:
+        t0 = time.monotonic()
+        kind, once, _ = run({"url": silent, "timeout": 1})
+        kind_wait, waited, _ = run({"url": silent, "timeout": 30, "wait": 2, "interval": 0.5})
+        took = time.monotonic() - t0
+    assert kind == "fail" and once["state"] == "timeout" and "no answer from /health" in once["msg"]
+    assert "within 1 s" in once["msg"] and "wedged" in once["msg"]
+    assert kind_wait == "fail" and waited["state"] == "timeout"
+    assert took < 8  # 1 s, then at most wait + 1 s per probe, never the 30 s timeout
