@@ -116,7 +116,7 @@ def test_vllm_empty_200(run):
         kind, result, _ = run({"url": fake.url, "served_name": "deepseek-v4.1-flash", "chat_check": True})
     assert kind == "exit", result
     assert result["ready"] and result["health"] == {} and result["reply"] == "The answer is 391."
-    chat = [c for c in fake.calls if c[1] == "/v1/chat/completions"][0][2]
+    chat = next(c for c in fake.calls if c[1] == "/v1/chat/completions")[2]
     assert chat["model"] == "deepseek-v4.1-flash" and chat["messages"][0]["content"] == "What is 17 * 23?"
 
 
