@@ -593,3 +593,29 @@ def run_needle(client, counter, target_tokens, count=3, depths=None, seed=0, max
 
 def _fmt(value, digits=1):
     return "-" if value is None else f"{value:.{digits}f}"
+
+
+def summary_lines(results):
+    """One line per measurement of ``results`` (the module's RV(results))."""
+    lines = []
+    for case in results.get("decode") or []:
+        d, t = case["decode_tok_s"], case["ttft_ms"]
+        spread = "" if d["spread_pct"] is None else f", spread {d['spread_pct']:.1f}%"
+        lines.append(f"decode {case['name']}: median {_fmt(d['median'])} tok/s ({d['n']} of {len(case['runs'])} runs"
+                     f"{spread}), TTFT {_fmt(t['median'], 0)} ms")
+    for row in results.get("prefill") or []:
+        if row.get("skipped"):
+            lines.append(f"prefill {row['target_tokens']}: skipped, {row['skipped']}")
+        elif row.get("prefill_tok_s") is None:
+            lines.append(f"prefill {row['target_tokens']}: failed, {row.get('error')}")
+        else:
+            lines.append(f"prefill {row['target_tokens']}: {row['prompt_tokens']} tokens, TTFT "
+                         f"{_fmt(row['ttft_ms'], 0)} ms, {_fmt(row['prefill_tok_s'])} tok/s")
+    for point in results.get("concurrency") or []:
+        lines.append(f"{point['streams']} streams: {point['completed']}/{point['sent']} completed, "
+                     f"{point['garbled']} garbled, aggregate {_fmt(point['aggregate_tok_s'])} tok/s, per stream "
+                     f"{_fmt(point['per_stream_tok_s']['median'])} tok/s")
+    needle = results.get("needle")
+    if needle:
+        lines.append(f"needle {needle['target_tokens']}: {'PASS' if needle['passed'] else 'FAIL'}, {needle['detail']}")
+    return lines

@@ -1,0 +1,363 @@
+# Copyright: (c) 2026, sparkfold developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Benchmark results against a recipe's expected figures, and the Markdown report; standard library only.
+
+``metrics(results)`` flattens the raw results of sparkfold.cluster.engine_bench into named figures
+(``decode.prose_t0.tok_s``, ``prefill.65536.tok_s``, ``concurrency.3.aggregate_tok_s``, ...).
+``judge(expectations, metrics)`` marks each expected figure within, above or below its tolerance and
+flags the side that is worse as a regression. ``render_markdown`` writes the report.
+
+Expectations (roles/bench/files/recipes/<recipe>.yml)::
+
+    recipe: dsv41-flash-tp2
+    description: ...
+    simulated: false
+    figures:
+      - id: decode_prose
+        label: Single-stream decode, prose, T=0, thinking off
+        metric: decode.prose_t0.tok_s       # a metric name, or a glob over names ("prefill.*.tok_s")
+        range: [4096, 262144]              # with a glob: only names whose "*" part is a number in range
+        expected: 80.7
+        unit: tok/s
+        tolerance_pct: 10                  # or tolerance_abs: 50 (in the unit)
+        better: higher                     # or lower: which side of the band is a regression
+"""
+
+from __future__ import annotations
+
+import fnmatch
+
+VERDICTS = ("within", "above", "below", "not measured")
+
+
+# --- metrics ------------------------------------------------------------------------------------
+def _put(out, key, value):
+    if value is not None:
+        out[key] = float(value)
+
+
+def metrics(results):
+    """Named figures of ``results`` (floats); a figure that was not measured is absent."""
+    out = {}
+    all_ttft = []
+    garbled = 0
+    for case in results.get("decode") or []:
+        _put(out, f"decode.{case['name']}.tok_s", case["decode_tok_s"].get("median"))
+        _put(out, f"decode.{case['name']}.ttft_ms", case["ttft_ms"].get("median"))
+        for run in case.get("runs") or []:
+            if run.get("ok") and run.get("ttft_ms") is not None:
+                all_ttft.append(run["ttft_ms"])
+            garbled += 1 if run.get("garbled") else 0
+    if all_ttft:
+        all_ttft.sort()
+        mid = len(all_ttft) // 2
+        median = all_ttft[mid] if len(all_ttft) % 2 else (all_ttft[mid - 1] + all_ttft[mid]) / 2
+        _put(out, "decode.ttft_ms", median)
+    if results.get("decode"):
+        _put(out, "decode.garbled", garbled)
+    for row in results.get("prefill") or []:
+        _put(out, f"prefill.{row['target_tokens']}.tok_s", row.get("prefill_tok_s"))
+        _put(out, f"prefill.{row['target_tokens']}.ttft_ms", row.get("ttft_ms"))
+    points = results.get("concurrency") or []
+    for point in points:
+        n = point["streams"]
+        _put(out, f"concurrency.{n}.aggregate_tok_s", point.get("aggregate_tok_s"))
+        _put(out, f"concurrency.{n}.per_stream_tok_s", (point.get("per_stream_tok_s") or {}).get("median"))
+        _put(out, f"concurrency.{n}.ttft_ms", (point.get("ttft_ms") or {}).get("median"))
+        _put(out, f"concurrency.{n}.completed_ratio", point["completed"] / point["sent"] if point["sent"] else None)
+        _put(out, f"concurrency.{n}.garbled", point.get("garbled"))
+    if points:
+        largest = max(points, key=lambda pt: pt["streams"])
+        _put(out, "concurrency.max.streams", largest["streams"])
+        _put(out, "concurrency.max.completed_ratio",
+             largest["completed"] / largest["sent"] if largest["sent"] else None)
+        _put(out, "concurrency.all.garbled", sum(pt.get("garbled") or 0 for pt in points))
+        _put(out, "concurrency.all.completed_ratio",
+             sum(pt["completed"] for pt in points) / max(sum(pt["sent"] for pt in points), 1))
+        peak = max(points, key=lambda pt: pt.get("aggregate_tok_s") or 0)
+        _put(out, "concurrency.peak.aggregate_tok_s", peak.get("aggregate_tok_s"))
+        _put(out, "concurrency.peak.streams", peak["streams"])
+    needle = results.get("needle")
+    if needle:
+        _put(out, "needle.passed", 1.0 if needle.get("passed") else 0.0)
+        if needle.get("expected"):
+            _put(out, "needle.found_ratio", needle.get("found", 0) / needle["expected"])
+    return out
+
+
+# --- judging ------------------------------------------------------------------------------------
+def check_expectations(expectations):
+    """Problems of an expectations document (a list of strings; empty when it can be used)."""
+    problems = []
+    if not isinstance(expectations, dict):
+        return ["the expectations are not a mapping"]
+    figures = expectations.get("figures")
+    if not isinstance(figures, list):
+        return ["the expectations have no 'figures' list"]
+    seen = set()
+    for i, fig in enumerate(figures):
+        where = f"figure {i + 1} ({fig.get('id', '?') if isinstance(fig, dict) else '?'})"
+        if not isinstance(fig, dict):
+            problems.append(f"{where} is not a mapping")
+            continue
+        for key in ("id", "metric", "expected"):
+            if key not in fig:
+                problems.append(f"{where} has no {key}")
+        if fig.get("id") in seen:
+            problems.append(f"{where}: the id is used twice")
+        seen.add(fig.get("id"))
+        if "expected" in fig and not isinstance(fig["expected"], (int, float)):
+            problems.append(f"{where}: expected must be a number, got {fig['expected']!r}")
+        if ("tolerance_pct" in fig) == ("tolerance_abs" in fig):
+            problems.append(f"{where} needs exactly one of tolerance_pct and tolerance_abs")
+        if fig.get("better", "higher") not in ("higher", "lower"):
+            problems.append(f"{where}: better must be higher or lower, got {fig.get('better')!r}")
+        rng = fig.get("range")
+        if rng is not None and (not isinstance(rng, list) or len(rng) != 2):
+            problems.append(f"{where}: range must be [low, high]")
+    return problems
+
+
+def band(fig):
+    """(low, high, text) of a figure's tolerance band."""
+    expected = float(fig["expected"])
+    if "tolerance_pct" in fig:
+        pct = float(fig["tolerance_pct"])
+        delta = abs(expected) * pct / 100.0
+        return expected - delta, expected + delta, f"±{pct:g}%"
+    delta = float(fig["tolerance_abs"])
+    return expected - delta, expected + delta, f"±{delta:g} {fig.get('unit', '')}".rstrip()
+
+
+def _matches(fig, names):
+    pattern = fig["metric"]
+    if "*" not in pattern:
+        return [pattern]
+    found = sorted((n for n in names if fnmatch.fnmatchcase(n, pattern)), key=_natural)
+    rng = fig.get("range")
+    if rng is None:
+        return found
+    star = pattern.split(".").index("*") if "*" in pattern.split(".") else None
+    kept = []
+    for name in found:
+        parts = name.split(".")
+        try:
+            value = float(parts[star])
+        except (TypeError, ValueError, IndexError):
+            continue
+        if rng[0] <= value <= rng[1]:
+            kept.append(name)
+    return kept
+
+
+def _star(pattern, name):
+    """What the ``*`` of ``pattern`` stands for in ``name``: (``prefill.*.tok_s``, ``prefill.4096.tok_s``) -> 4096."""
+    pat, parts = pattern.split("."), name.split(".")
+    if len(pat) != len(parts):
+        return name
+    return ".".join(part for p, part in zip(pat, parts) if p != part) or name
+
+
+def _natural(name):
+    return [int(p) if p.isdigit() else 0 for p in name.split(".")], name
+
+
+def judge(expectations, measured):
+    """One verdict per expected figure and matching metric.
+
+    A verdict: ``id``, ``label``, ``metric``, ``measured`` (None when not measured), ``expected``,
+    ``unit``, ``low``, ``high``, ``tolerance`` (text), ``better``, ``verdict`` (within / above / below /
+    not measured) and ``regression`` (True when the verdict is on the worse side).
+    """
+    verdicts = []
+    for fig in expectations.get("figures") or []:
+        low, high, text = band(fig)
+        better = fig.get("better", "higher")
+        names = _matches(fig, measured) or [fig["metric"]]
+        for name in names:
+            value = measured.get(name)
+            if value is None:
+                verdict = "not measured"
+            elif value < low:
+                verdict = "below"
+            elif value > high:
+                verdict = "above"
+            else:
+                verdict = "within"
+            label = fig.get("label") or fig["id"]
+            if name != fig["metric"]:
+                label = f"{label} [{_star(fig['metric'], name)}]"
+            verdicts.append({
+                "id": fig["id"], "label": label, "metric": name, "measured": value,
+                "expected": float(fig["expected"]), "unit": fig.get("unit", ""), "low": low, "high": high,
+                "tolerance": text, "better": better, "verdict": verdict,
+                "regression": (verdict == "below" and better == "higher") or (verdict == "above" and better == "lower"),
+                "note": fig.get("note", ""),
+            })
+    return verdicts
+
+
+def regressions(verdicts):
+    """One line per regression: what, measured, expected and band."""
+    lines = []
+    for v in verdicts:
+        if not v["regression"]:
+            continue
+        side, edge = ("below", v["low"]) if v["better"] == "higher" else ("above", v["high"])
+        lines.append(f"{v['label']}: measured {fmt(v['measured'])} {v['unit']}, expected {fmt(v['expected'])} "
+                     f"{v['unit']} {v['tolerance']} ({side} {fmt(edge)})")
+    return lines
+
+
+# --- Markdown -----------------------------------------------------------------------------------
+def fmt(value, digits=1):
+    """A figure for the report: whole numbers without decimals, >= 100 rounded, else ``digits`` decimals."""
+    if value is None:
+        return "-"
+    if float(value).is_integer() or abs(value) >= 100:
+        return f"{value:.0f}"
+    return f"{value:.{digits}f}"
+
+
+def _table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    lines += ["| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in row) + " |" for row in rows]
+    lines.append("")
+    return lines
+
+
+def _mark(verdict):
+    if verdict["regression"]:
+        return f"**{verdict['verdict']}** (regression)"
+    return verdict["verdict"]
+
+
+def _stamp_value(value):
+    if value in (None, "", [], {}):
+        return "not available"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {v}" for k, v in value.items() if v not in (None, "", [], {})) or "not available"
+    if isinstance(value, list):
+        return "; ".join(str(v) for v in value)
+    return str(value)
+
+
+def verdict_lines(verdicts):
+    """Short fixed-width lines of the verdicts, for the console."""
+    lines = []
+    for v in verdicts:
+        flag = " REGRESSION" if v["regression"] else ""
+        lines.append(f"{v['verdict']:<12} {v['label']}: {fmt(v['measured'])} {v['unit']} "
+                     f"(expected {fmt(v['expected'])} {v['tolerance']}){flag}")
+    return lines
+
+
+def render_markdown(results, stamp, expectations, verdicts, plots):
+    """The report: stamp, verdicts against the recipe, one table per phase, the plots, definitions."""
+    stamp = stamp or {}
+    expectations = expectations or {}
+    recipe = stamp.get("recipe") or expectations.get("recipe") or "unknown recipe"
+    simulated = bool(stamp.get("simulated", expectations.get("simulated")))
+    out = [f"# Benchmark: {recipe}", ""]
+    if simulated:
+        out += ["> **SIMULATED numbers.** This run measured the lab engine (lab/engine), a simulator that streams at",
+                "> the rates it is configured with. The figures show that the benchmark measures correctly; they say",
+                "> nothing about a DGX Spark pair.", ""]
+    engine = stamp.get("engine") or {}
+    weights = stamp.get("weights") or {}
+    counter = results.get("token_counter") or {}
+    rows = [
+        ["recipe", f"{recipe}" + (f" ({expectations['description']})" if expectations.get("description") else "")],
+        ["engine", _stamp_value({"commit": engine.get("commit"), "build-id": engine.get("build_id"),
+                                 "patches": len(engine.get("patches") or []) if engine else None,
+                                 "built": engine.get("built_at")}) if engine else "not available"],
+        ["weights", f"{weights.get('repo_id')}@{weights['commit']}" if weights.get("commit") else "not available"],
+        ["clocks", _stamp_value(stamp.get("clocks"))],
+        ["host", _stamp_value(stamp.get("host"))],
+        ["endpoint", f"{results.get('url', '-')} model {results.get('model', '-')}"
+                     + (f", context {results['context_length']}" if results.get("context_length") else "")],
+        ["date", _stamp_value(stamp.get("date") or results.get("started_at"))],
+        ["duration", f"{fmt(results.get('duration_s'), 0)} s"],
+        ["prompt lengths counted with", _stamp_value(counter.get("label"))
+         + (f" ({'; '.join(counter['notes'])})" if counter.get("notes") else "")],
+    ]
+    out += _table(["", ""], rows)
+
+    out += ["## Against the recipe", ""]
+    if verdicts:
+        counts = {k: sum(1 for v in verdicts if v["verdict"] == k) for k in VERDICTS}
+        n_reg = sum(1 for v in verdicts if v["regression"])
+        out += [f"{counts['within']} within, {counts['above']} above, {counts['below']} below, "
+                f"{counts['not measured']} not measured; {n_reg} regression(s).", ""]
+        out += _table(["figure", "measured", "expected", "tolerance", "verdict"], [
+            [v["label"], f"{fmt(v['measured'])} {v['unit']}".strip() if v["measured"] is not None else "-",
+             f"{fmt(v['expected'])} {v['unit']}".strip(), v["tolerance"], _mark(v)] for v in verdicts
+        ])
+    else:
+        out += ["No expected figures for this recipe.", ""]
+
+    if results.get("decode"):
+        out += ["## Single-stream decode", ""]
+        out += _table(["case", "prompt", "T", "thinking", "runs ok", "decode tok/s (median)", "min - max",
+                       "spread", "TTFT ms (median)"], [
+            [c["name"], c["prompt"], f"{c['temperature']:g}", {True: "on", False: "off"}.get(c.get("thinking"), "-"),
+             f"{c['ok']}/{len(c['runs'])}", fmt(c["decode_tok_s"]["median"]),
+             f"{fmt(c['decode_tok_s']['min'])} - {fmt(c['decode_tok_s']['max'])}",
+             "-" if c["decode_tok_s"]["spread_pct"] is None else f"{c['decode_tok_s']['spread_pct']:.1f}%",
+             fmt(c["ttft_ms"]["median"], 0)] for c in results["decode"]
+        ])
+        problems = [f"{c['name']} run {i + 1}: {r.get('error') or r.get('garbled')}"
+                    for c in results["decode"] for i, r in enumerate(c["runs"]) if not r["ok"] or r.get("garbled")]
+        if problems:
+            out += ["Failed or garbled runs: " + "; ".join(problems), ""]
+
+    if results.get("prefill"):
+        out += ["## Prefill ladder", ""]
+        out += _table(["context (asked)", "prompt tokens", "TTFT s", "prefill tok/s", "note"], [
+            [r["target_tokens"], r.get("prompt_tokens") or "-",
+             "-" if r.get("ttft_ms") is None else f"{r['ttft_ms'] / 1000:.3f}", fmt(r.get("prefill_tok_s")),
+             r.get("skipped") or r.get("error") or ("" if r.get("exact", True) else "length estimated")]
+            for r in results["prefill"]
+        ])
+
+    if results.get("concurrency"):
+        out += ["## Concurrency", ""]
+        out += _table(["streams", "completed/sent", "garbled", "aggregate tok/s", "per-stream tok/s (median)",
+                       "TTFT ms (median / max)", "wall s", "errors"], [
+            [pt["streams"], f"{pt['completed']}/{pt['sent']}", pt["garbled"], fmt(pt["aggregate_tok_s"]),
+             fmt(pt["per_stream_tok_s"]["median"]),
+             f"{fmt(pt['ttft_ms']['median'], 0)} / {fmt(pt['ttft_ms']['max'], 0)}", f"{pt['wall_s']:.2f}",
+             "; ".join(f"{e['count']}x {e['error']}" for e in pt.get("errors") or []) or "-"]
+            for pt in results["concurrency"]
+        ])
+
+    needle = results.get("needle")
+    if needle:
+        out += ["## Needle", ""]
+        out += _table(["context (asked)", "prompt tokens", "passphrases found", "TTFT s", "result", "detail"], [[
+            needle["target_tokens"], needle.get("prompt_tokens") or "-",
+            f"{needle.get('found', 0)}/{needle.get('expected', 0)}",
+            "-" if needle.get("ttft_ms") is None else f"{needle['ttft_ms'] / 1000:.3f}",
+            "PASS" if needle.get("passed") else "FAIL", needle.get("detail") or "",
+        ]])
+
+    if plots:
+        out += ["## Plots", ""]
+        for title, name in plots:
+            out += [f"![{title}]({name})", ""]
+
+    out += [
+        "## Definitions", "",
+        "- decode tok/s = (n - 1) / (t_last_chunk - t_first_chunk), n = completion tokens of the stream;",
+        "- TTFT = first content chunk - request sent (includes queueing);",
+        "- prefill tok/s = prompt tokens / TTFT;",
+        "- aggregate tok/s = total output tokens of all streams / wall time (first request sent to last stream done);"
+        " per-stream tok/s = median decode tok/s of the streams;",
+        "- garbled = empty output, or a token (or a cycle of up to 4) repeated to the end, or one token half the"
+        " output;",
+        "- within / above / below = inside, over or under the recipe's expected figure with its tolerance; a regression"
+        " is the worse side (below for throughput, above for times).",
+        "",
+    ]
+    return "\n".join(out)

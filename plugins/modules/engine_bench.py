@@ -1,0 +1,463 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, sparkfold developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: engine_bench
+short_description: Measure decode, prefill, concurrency and long-context recall of an OpenAI-compatible server
+version_added: "0.1.0"
+description:
+  - Benchmarks a served model the way the published DGX Spark recipes do, against any OpenAI-compatible server
+    (TensorFold, vLLM, SGLang, llama.cpp server, the lab engine), with streamed requests only.
+  - "Single-stream decode (O(decode_cases), each O(decode_repeats) times, one request at a time): decode tok/s =
+    (n - 1) / (t_last_chunk - t_first_chunk), n = completion tokens (the server's C(usage) when it sends one, else
+    the content chunks); TTFT = first content chunk - request sent. Median, min, max and spread per case."
+  - "Prefill ladder (O(prefill_tokens)): one prompt per length, built to that exact token count and sent to
+    C(/v1/completions); prefill tok/s = prompt tokens / TTFT. Each prompt starts with a unique line, so no prefix
+    cache can shorten it."
+  - "Concurrency grid (O(concurrency_streams)): that many identical chat streams started together; aggregate tok/s
+    = total output tokens / wall time (first request sent to last stream done), per-stream tok/s = median decode
+    tok/s of the streams, completed / sent, and a garble check: an empty output, or one ending in a token (or a
+    cycle of up to 4 tokens) repeated O(garble_min_tokens) times, or one where a single token is half the output,
+    counts as garbled."
+  - "Needle test (O(needle_tokens)): passphrases planted at depths of a long prompt must all come back in order
+    (the smoke test's check, from the engine_checks module_utils)."
+  - "Prompt lengths are counted with the server's C(/tokenize) when it has one, else with O(tokenizer_path)
+    (C(tokenizer.json)) when the python running the module has the C(tokenizers) package, else estimated at 4
+    characters per token; RV(measurements.token_counter) says which, and why the better ones were not used."
+  - Writes its progress to O(progress_file) (JSON, replaced atomically) so that a role running it with C(async)
+    can print progress lines while it runs.
+  - A failed or garbled request is recorded in the results, never a module failure; the module fails only when the
+    server cannot be asked at all (nothing listening, key refused, unknown model) or an option is wrong.
+  - Standard library only (plus this collection's module_utils): runs with the system C(python3) of the node.
+  - Never reports a change.
+author:
+  - sparkfold developers (@sparkfold)
+options:
+  url:
+    description:
+      - Base URL of the server, like C(http://127.0.0.1:8000) (a trailing C(/v1) is accepted).
+    type: str
+    required: true
+  api_key:
+    description:
+      - Sent as C(Authorization Bearer) when set.
+    type: str
+  model:
+    description:
+      - Served model name to put in the requests. Must be one of those C(/v1/models) lists.
+      - Default the first model the server lists.
+    type: str
+  phases:
+    description:
+      - Which measurements to run, always in the order decode, prefill, concurrency, needle.
+    type: list
+    elements: str
+    choices: [decode, prefill, concurrency, needle]
+    default: [decode, prefill, concurrency, needle]
+  decode_cases:
+    description:
+      - The single-stream decode cases. The default measures the three published cases of the DeepSeek-V4.1-Flash
+        recipes.
+    type: list
+    elements: dict
+    default:
+      - {name: prose_t0.7_thinking, prompt: prose, temperature: 0.7, thinking: true}
+      - {name: prose_t0, prompt: prose, temperature: 0.0, thinking: false}
+      - {name: code_t0, prompt: code, temperature: 0.0, thinking: false}
+    suboptions:
+      name:
+        description:
+          - Name of the case, as the report and the recipe expectations refer to it.
+        type: str
+        required: true
+      prompt:
+        description:
+          - V(prose) (a long essay) or V(code) (a Python module with tests).
+        type: str
+        choices: [prose, code]
+        default: prose
+      temperature:
+        description:
+          - Sampling temperature.
+        type: float
+        default: 0.0
+      thinking:
+        description:
+          - Sent as C(chat_template_kwargs) C({<thinking_key>: <thinking>}); omit to send nothing.
+        type: bool
+  decode_repeats:
+    description:
+      - Runs of each decode case.
+    type: int
+    default: 3
+  decode_max_tokens:
+    description:
+      - C(max_tokens) of each decode request.
+    type: int
+    default: 512
+  thinking_key:
+    description:
+      - Key of C(chat_template_kwargs) that switches thinking (C(thinking) for DeepSeek-V4's template,
+        C(enable_thinking) for Qwen3's).
+    type: str
+    default: thinking
+  extra_body:
+    description:
+      - Fields merged into the body of every generation request (for example C(top_p), or C(ignore_eos) on vLLM).
+    type: dict
+    default: {}
+  prefill_tokens:
+    description:
+      - Prompt lengths of the prefill ladder, in tokens. Lengths that do not fit the server's context (from
+        C(/health) when it says) are skipped and said so.
+    type: list
+    elements: int
+    default: [4096, 8192, 16384, 32768, 65536, 131072, 262144]
+  prefill_max_tokens:
+    description:
+      - C(max_tokens) of each prefill request (only the first token is timed).
+    type: int
+    default: 4
+  token_counter:
+    description:
+      - How prompt lengths are counted. V(auto) takes the first that works of V(server) (C(POST /tokenize)),
+        V(tokenizer) (O(tokenizer_path) with the C(tokenizers) package) and V(estimate) (4 characters per token).
+      - Naming one method fails the module when it is not available, saying why.
+    type: str
+    choices: [auto, server, tokenizer, estimate]
+    default: auto
+  tokenizer_path:
+    description:
+      - The model's C(tokenizer.json) on the node, used when the server has no C(/tokenize).
+    type: path
+  concurrency_streams:
+    description:
+      - Stream counts of the concurrency grid, each run after the previous one finished.
+    type: list
+    elements: int
+    default: [1, 2, 3, 4, 8, 16, 32, 64, 128]
+  concurrency_max_tokens:
+    description:
+      - C(max_tokens) of each stream of the grid.
+    type: int
+    default: 256
+  concurrency_temperature:
+    description:
+      - Temperature of the grid's streams (identical prompts; at 0 their outputs should agree, which
+        RV(measurements.concurrency) reports as C(distinct_outputs)).
+    type: float
+    default: 0.0
+  garble_min_tokens:
+    description:
+      - An output of at least this many tokens whose last this-many tokens are one token or a cycle of up to four
+        repeated is garbled.
+    type: int
+    default: 16
+  needle_tokens:
+    description:
+      - Length of the needle prompt in tokens.
+    type: int
+    default: 65536
+  needle_count:
+    description:
+      - Passphrases planted, evenly from depth 0.1 to 0.9.
+    type: int
+    default: 3
+  needle_seed:
+    description:
+      - Seed of the passphrases and the filler text.
+    type: int
+    default: 0
+  timeout_s:
+    description:
+      - Longest wait for any byte from the server (connect, headers, each chunk). Must exceed the TTFT of the longest
+        prompt (about 555 s at 1M tokens on a Spark pair).
+    type: float
+    default: 900
+  request_timeout_s:
+    description:
+      - Longest time one streamed request may take in all.
+    type: float
+    default: 3600
+  progress_file:
+    description:
+      - File the progress is written to (JSON with C(phase), C(step), C(done), C(total), C(last), C(elapsed_s)),
+        replaced atomically after every step. Its directory must exist.
+    type: path
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: Measures nothing and sends no request; returns RV(skipped) and says so.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+notes:
+  - Run it on the head, next to the server, so the network between does not enter the figures; the
+    C(sparkfold.cluster.bench) role runs it with C(async) and follows O(progress_file).
+  - The lab engine is a simulator: its figures are the rates it is configured with, not a Spark's.
+seealso:
+  - module: sparkfold.cluster.engine_bench_report
+"""
+
+EXAMPLES = r"""
+- name: Full benchmark of the served model
+  sparkfold.cluster.engine_bench:
+    url: http://127.0.0.1:8000
+    model: deepseek-v4.1-flash
+    tokenizer_path: /srv/models/dsv41-flash-exl3/tokenizer.json
+    progress_file: /var/tmp/sparkfold-bench-progress.json
+  register: bench
+
+- name: A quick look at decode and 1 to 4 streams only
+  sparkfold.cluster.engine_bench:
+    url: http://127.0.0.1:8000
+    phases: [decode, concurrency]
+    decode_repeats: 1
+    decode_max_tokens: 128
+    concurrency_streams: [1, 2, 4]
+    concurrency_max_tokens: 64
+  register: quick
+
+- name: Show the single-stream decode medians
+  ansible.builtin.debug:
+    msg: "{{ item.name }}: {{ item.decode_tok_s.median | round(1) }} tok/s"
+  loop: "{{ quick.measurements.decode }}"
+  loop_control:
+    label: "{{ item.name }}"
+"""
+
+RETURN = r"""
+skipped:
+  description: True in check mode, when nothing was measured.
+  returned: check mode
+  type: bool
+  sample: true
+summary:
+  description: One line per measurement, as the progress lines show them.
+  returned: success
+  type: list
+  elements: str
+  sample: ["decode prose_t0: median 80.4 tok/s (3 runs, spread 1.2%), TTFT 212 ms"]
+measurements:
+  description:
+    - The raw results, as the report module reads them. Every figure is a float or null; lists follow the order of
+      the options.
+    - C(decode) - one entry per case with C(runs) (each C(decode_tok_s), C(ttft_ms), C(completion_tokens),
+      C(garbled), C(error)) and the statistics C(decode_tok_s) and C(ttft_ms) (C(n), C(median), C(mean), C(min),
+      C(max), C(stdev), C(spread_pct)).
+    - C(prefill) - one entry per length with C(target_tokens), C(counted_tokens), C(prompt_tokens) (the server's
+      usage when given), C(ttft_ms), C(prefill_tok_s), C(skipped), C(error).
+    - C(concurrency) - one entry per stream count with C(sent), C(completed), C(garbled), C(aggregate_tok_s),
+      C(per_stream_tok_s) and C(ttft_ms) statistics, C(wall_s), C(output_tokens), C(errors), C(distinct_outputs).
+    - C(needle) - C(target_tokens), C(prompt_tokens), C(passed), C(found), C(expected), C(detail), C(ttft_ms); or
+      null when not run.
+  returned: success
+  type: dict
+  sample:
+    url: http://127.0.0.1:8000
+    model: deepseek-v4.1-flash
+    context_length: 1048576
+    token_counter: {method: server, label: "the server's /tokenize (exact)", notes: [], exact: true}
+    decode: []
+    prefill: []
+    concurrency: []
+    needle: null
+"""
+
+import os
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sparkfold.cluster.plugins.module_utils import engine_bench as eb
+from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_client import EngineError, error_message
+
+
+def _positive(module, name, values):
+    bad = [v for v in values if v < 1]
+    if bad:
+        module.fail_json(msg=f"{name} must hold positive integers; got {bad}. Fix the value and run again.")
+
+
+def _steps(params):
+    phases = params["phases"]
+    total = 0
+    if "decode" in phases:
+        total += len(params["decode_cases"]) * params["decode_repeats"]
+    if "prefill" in phases:
+        total += len(params["prefill_tokens"])
+    if "concurrency" in phases:
+        total += len(params["concurrency_streams"])
+    if "needle" in phases:
+        total += 1
+    return total
+
+
+def _connect(module, client, wanted_model):
+    """Health and model list; fails the module when the server cannot be used at all."""
+    url = client.base_url
+    try:
+        health = client.health()
+        models = client.models()
+    except EngineError as exc:
+        if exc.kind == "refused":
+            module.fail_json(msg=f"nothing answers at {url} ({exc}): start the engine (sparkfold-engine.target) "
+                                 "and wait until it has loaded, or point url (bench_url) at the served endpoint")
+        if exc.kind == "http" and exc.status in (401, 403):
+            module.fail_json(msg=f"{url} refused the API key (GET /v1/models answered {exc.status}: "
+                                 f"{error_message(exc.body)}): set api_key (bench_api_key) to the engine's key")
+        module.fail_json(msg=f"cannot use the server at {url}: {exc}")
+    health_json = health.json if isinstance(health.json, dict) else None
+    if health.status != 200:
+        module.fail_json(msg=f"{url}/health answered {health.status} ({error_message(health.text)}): the engine is "
+                             "not healthy; look at its journal (journalctl -u 'sparkfold-engine*') before benchmarking")
+    if not models:
+        module.fail_json(msg=f"{url}/v1/models lists no model; the engine has not loaded one")
+    if wanted_model and wanted_model not in models:
+        module.fail_json(msg=f"{url} serves {', '.join(models)}, not {wanted_model}: set model (bench_served_name) "
+                             "to the engine's --name")
+    return health_json, models
+
+
+def _context_length(health, models_raw):
+    for source in (health or {}, models_raw or {}):
+        value = source.get("context_length") or source.get("max_model_len")
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def main():
+    case_spec = {
+        "name": {"type": "str", "required": True},
+        "prompt": {"type": "str", "choices": ["prose", "code"], "default": "prose"},
+        "temperature": {"type": "float", "default": 0.0},
+        "thinking": {"type": "bool"},
+    }
+    module = AnsibleModule(
+        argument_spec={
+            "url": {"type": "str", "required": True},
+            "api_key": {"type": "str", "no_log": True},
+            "model": {"type": "str"},
+            "phases": {"type": "list", "elements": "str", "choices": list(eb.PHASES), "default": list(eb.PHASES)},
+            "decode_cases": {"type": "list", "elements": "dict", "options": case_spec,
+                             "default": [dict(c) for c in eb.DEFAULT_DECODE_CASES]},
+            "decode_repeats": {"type": "int", "default": 3},
+            "decode_max_tokens": {"type": "int", "default": 512},
+            "thinking_key": {"type": "str", "default": "thinking", "no_log": False},
+            "extra_body": {"type": "dict", "default": {}},
+            "prefill_tokens": {"type": "list", "elements": "int",
+                               "default": [4096, 8192, 16384, 32768, 65536, 131072, 262144]},
+            "prefill_max_tokens": {"type": "int", "default": 4},
+            "token_counter": {"type": "str", "choices": ["auto", "server", "tokenizer", "estimate"], "default": "auto"},
+            "tokenizer_path": {"type": "path"},
+            "concurrency_streams": {"type": "list", "elements": "int", "default": [1, 2, 3, 4, 8, 16, 32, 64, 128]},
+            "concurrency_max_tokens": {"type": "int", "default": 256},
+            "concurrency_temperature": {"type": "float", "default": 0.0},
+            "garble_min_tokens": {"type": "int", "default": 16},
+            "needle_tokens": {"type": "int", "default": 65536},
+            "needle_count": {"type": "int", "default": 3},
+            "needle_seed": {"type": "int", "default": 0},
+            "timeout_s": {"type": "float", "default": 900.0},
+            "request_timeout_s": {"type": "float", "default": 3600.0},
+            "progress_file": {"type": "path"},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    for name in ("decode_repeats", "decode_max_tokens", "prefill_max_tokens", "concurrency_max_tokens",
+                 "garble_min_tokens", "needle_tokens", "needle_count"):
+        _positive(module, name, [p[name]])
+    _positive(module, "prefill_tokens", p["prefill_tokens"])
+    _positive(module, "concurrency_streams", p["concurrency_streams"])
+    names = [c["name"] for c in p["decode_cases"]]
+    if len(set(names)) != len(names):
+        module.fail_json(msg=f"decode_cases names must be distinct; got {names}")
+    if p["progress_file"] and not os.path.isdir(os.path.dirname(os.path.abspath(p["progress_file"]))):
+        module.fail_json(msg=f"the directory of progress_file {p['progress_file']} does not exist; create it first")
+
+    if module.check_mode:
+        module.exit_json(changed=False, skipped=True, msg="check mode: nothing measured, no request sent")
+
+    try:
+        client = eb.BenchClient(p["url"], api_key=p["api_key"], timeout=p["timeout_s"], model=p["model"])
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    health, models = _connect(module, client, p["model"])
+    model = p["model"] or models[0]
+    client.model = model
+    try:
+        models_raw = client.request("GET", "/v1/models").json
+        first = (models_raw or {}).get("data", [{}])[0] if isinstance(models_raw, dict) else {}
+    except (EngineError, IndexError, AttributeError):
+        first = {}
+    context = _context_length(health, first if isinstance(first, dict) else {})
+
+    phases = [ph for ph in eb.PHASES if ph in p["phases"]]
+    need_counter = "prefill" in phases or "needle" in phases
+    counter = None
+    if need_counter:
+        try:
+            counter = eb.TokenCounter(client, p["token_counter"], p["tokenizer_path"])
+        except ValueError as exc:
+            module.fail_json(msg=f"token_counter={p['token_counter']} cannot be used: {exc}. Use token_counter=auto "
+                                 "to fall back to the next method")
+        if counter.method == "estimate":
+            module.warn("prompt lengths are ESTIMATED (4 characters per token): " + "; ".join(counter.notes))
+
+    progress = eb.Progress(p["progress_file"], _steps(p))
+    started = time.time()
+    results = {
+        "schema": 1,
+        "url": client.base_url,
+        "model": model,
+        "models": models,
+        "health": health,
+        "context_length": context,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "phases": phases,
+        "token_counter": None if counter is None else {
+            "method": counter.method, "label": counter.label, "notes": counter.notes, "exact": counter.exact},
+        "options": {key: p[key] for key in (
+            "decode_repeats", "decode_max_tokens", "thinking_key", "prefill_tokens", "prefill_max_tokens",
+            "concurrency_streams", "concurrency_max_tokens", "concurrency_temperature", "garble_min_tokens",
+            "needle_tokens", "needle_count", "needle_seed")},
+        "decode": [], "prefill": [], "concurrency": [], "needle": None,
+    }
+    deadline = p["request_timeout_s"]
+    common = {"extra_body": p["extra_body"], "deadline": deadline, "progress": progress}
+    if "decode" in phases:
+        results["decode"] = eb.run_decode(client, p["decode_cases"], p["decode_repeats"], p["decode_max_tokens"],
+                                          thinking_key=p["thinking_key"], garble_min_tokens=p["garble_min_tokens"],
+                                          **common)
+    if "prefill" in phases:
+        results["prefill"] = eb.run_prefill(client, counter, p["prefill_tokens"], p["prefill_max_tokens"],
+                                            context_length=context, **common)
+    if "concurrency" in phases:
+        results["concurrency"] = eb.run_concurrency(
+            client, p["concurrency_streams"], p["concurrency_max_tokens"], temperature=p["concurrency_temperature"],
+            thinking_key=p["thinking_key"], garble_min_tokens=p["garble_min_tokens"], **common)
+    if "needle" in phases:
+        results["needle"] = eb.run_needle(client, counter, p["needle_tokens"], count=p["needle_count"],
+                                          seed=p["needle_seed"], context_length=context,
+                                          thinking_key=p["thinking_key"], **common)
+    finished = time.time()
+    results["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(finished))
+    results["duration_s"] = round(finished - started, 3)
+    progress.step("done", "")
+    summary = eb.summary_lines(results)
+    module.exit_json(changed=False, measurements=results, summary=summary,
+                     msg=f"measured {', '.join(phases)} against {model} at {client.base_url} in "
+                         f"{results['duration_s']:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
