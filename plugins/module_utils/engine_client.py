@@ -73,7 +73,12 @@ class Response:
 
 
 class StreamResult:
-    """What one streamed request gave back, with the arrival times of its chunks (time.monotonic())."""
+    """What one streamed request gave back, with the arrival times of its chunks (time.monotonic()).
+
+    A content-bearing chunk is one with text: ``delta.content`` (chat), ``text`` (completions), or
+    thinking (``delta.reasoning_content`` / ``delta.reasoning``, kept apart in ``reasoning``), so a
+    thinking model's TTFT and decode speed count its thinking tokens as the engine produces them.
+    """
 
     __slots__ = (
         "body",
@@ -82,6 +87,7 @@ class StreamResult:
         "error",
         "finish_reason",
         "prompt_tokens",
+        "reasoning",
         "status",
         "t_first",
         "t_last",
@@ -93,6 +99,7 @@ class StreamResult:
     def __init__(self, t_start):
         self.status = None
         self.text = ""
+        self.reasoning = ""  # thinking text (delta.reasoning_content / delta.reasoning), not part of text
         self.t_start = t_start
         self.t_first = None
         self.t_last = None
@@ -351,6 +358,7 @@ class EngineClient:
         loads = json.loads
         end = None if deadline is None else result.t_start + deadline
         text_parts = []
+        reasoning_parts = []
         key = "delta" if chat else None
         try:
             while True:
@@ -384,14 +392,23 @@ class EngineClient:
                 choices = event.get("choices")
                 if choices:
                     choice = choices[0]
-                    piece = (choice.get("delta") or {}).get("content") if key else choice.get("text")
-                    if piece:
+                    thought = None
+                    if key:
+                        delta = choice.get("delta") or {}
+                        piece = delta.get("content")
+                        thought = delta.get("reasoning_content") or delta.get("reasoning")
+                    else:
+                        piece = choice.get("text")
+                    if piece or thought:
                         now = monotonic()
                         if result.t_first is None:
                             result.t_first = now
                         result.t_last = now
                         result.chunks += 1
-                        text_parts.append(piece)
+                        if piece:
+                            text_parts.append(piece)
+                        if thought:
+                            reasoning_parts.append(thought)
                     reason = choice.get("finish_reason")
                     if reason:
                         result.finish_reason = reason
@@ -407,3 +424,4 @@ class EngineClient:
         except (OSError, http.client.HTTPException) as exc:
             result.error = f"the stream of POST {path} broke after {result.chunks} content chunks: {exc}"
         result.text = "".join(text_parts)
+        result.reasoning = "".join(reasoning_parts)

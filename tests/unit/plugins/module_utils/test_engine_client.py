@@ -155,3 +155,16 @@ def test_sse_parsing_is_cheap():
     EngineClient("http://127.0.0.1:1")._read_sse(Resp, result, True, "/v1/chat/completions", None)
     rate = result.chunks / (time.perf_counter() - t0)
     assert result.chunks == 20000 and result.done and rate > 5000
+
+
+def test_thinking_chunks_count_for_timing_but_not_text():
+    def think(word):
+        return {"choices": [{"index": 0, "delta": {"reasoning_content": word}, "finish_reason": None}]}
+
+    with FakeEngine() as fake:
+        fake.route("POST", "/v1/chat/completions",
+                   lambda body, n: (200, [think("Let"), think(" me think."), *chat_chunks("391")]))
+        r = EngineClient(fake.url).stream_chat([{"role": "user", "content": "What is 17 * 23?"}], 64)
+    assert r.ok and r.text == "391" and r.reasoning == "Let me think."
+    assert r.chunks == 3 and r.completion_tokens == 1  # usage of the fake counts the answer only
+    assert r.t_first <= r.t_last
