@@ -252,7 +252,7 @@ def build_needle_prompt(target_tokens, depths, passphrases, count_tokens, seed=0
         prev = (0, base)
         tried = {0}
         n = max(1, round((target_tokens - base) / rate))
-        for _ in range(max_rounds):
+        for _round in range(max_rounds):
             text, positions, tokens = measure(n)
             tried.add(n)
             rounds += 1

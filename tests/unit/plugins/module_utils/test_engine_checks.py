@@ -119,7 +119,7 @@ def test_needle_reply_out_of_order_or_missing_is_caught():
     with _fake_passphrase_server(lambda words: ", ".join(words[:-1])) as fake:
         r = ec.run_needle(EngineClient(fake.url), 1500, None, 3)
         assert not r["passed"] and "missing" in r["detail"]
-    with _fake_passphrase_server(lambda words: ", ".join(words)) as fake:
+    with _fake_passphrase_server(", ".join) as fake:
         assert ec.run_needle(EngineClient(fake.url), 1500, None, 3)["passed"]
 
 

@@ -29,7 +29,7 @@ def url(port):
 
 
 def test_ready_pair_with_chat_check(run, pair):
-    kind, result, _ = run({"url": url(pair.port), "served_name": "dsv41-sim", "chat_check": True})
+    kind, result, _warnings = run({"url": url(pair.port), "served_name": "dsv41-sim", "chat_check": True})
     assert kind == "exit", result
     assert result["ready"] is True and result["changed"] is False and result["state"] == "ready"
     assert result["health"]["ok"] is True and result["health"]["streams"]["slots"] == 2
@@ -38,12 +38,12 @@ def test_ready_pair_with_chat_check(run, pair):
 
 
 def test_check_mode_probes_too(run, pair):
-    kind, result, _ = run({"url": url(pair.port) + "/v1", "_ansible_check_mode": True})
+    kind, result, _warnings = run({"url": url(pair.port) + "/v1", "_ansible_check_mode": True})
     assert kind == "exit" and result["ready"] and not result["changed"]
 
 
 def test_served_name_missing_names_what_is_listed(run, pair):
-    kind, result, _ = run({"url": url(pair.port), "served_name": "deepseek-v4.1-flash", "wait": 30})
+    kind, result, _warnings = run({"url": url(pair.port), "served_name": "deepseek-v4.1-flash", "wait": 30})
     assert kind == "fail" and result["state"] == "wrong_model"
     assert "does not list served_name deepseek-v4.1-flash; it lists dsv41-sim" in result["msg"]
     assert result["elapsed_s"] < 5  # waiting does not change it
@@ -54,7 +54,9 @@ def test_refused_then_ready(run, engine_bin, tmp_path):
     starter = threading.Timer(1.0, cluster.start)
     starter.start()
     try:
-        kind, result, _ = run({"url": url(cluster.port), "served_name": "dsv41-sim", "wait": 30, "interval": 0.2})
+        kind, result, _warnings = run(
+            {"url": url(cluster.port), "served_name": "dsv41-sim", "wait": 30, "interval": 0.2}
+        )
     finally:
         starter.join()
         cluster.stop()
@@ -65,7 +67,7 @@ def test_refused_then_ready(run, engine_bin, tmp_path):
 def test_wait_timeout_names_the_last_state(run):
     port = free_port()
     t0 = time.monotonic()
-    kind, result, _ = run({"url": url(port), "wait": 2, "interval": 0.3})
+    kind, result, _warnings = run({"url": url(port), "wait": 2, "interval": 0.3})
     assert time.monotonic() - t0 < 5
     assert kind == "fail" and result["ready"] is False and result["state"] == "loading"
     assert f"still loading: connection refused on 127.0.0.1:{port} for 2 s" in result["msg"]
@@ -73,7 +75,7 @@ def test_wait_timeout_names_the_last_state(run):
 
 
 def test_one_probe_when_wait_is_0(run):
-    kind, result, _ = run({"url": url(free_port())})
+    kind, result, _warnings = run({"url": url(free_port())})
     assert kind == "fail" and result["probes"] == 1 and result["elapsed_s"] < 1
 
 
@@ -82,7 +84,7 @@ def test_follower_lost_is_a_fatal_503(run, engine_bin, tmp_path):
     try:
         cluster.followers[1].kill()
         assert wait_until(lambda: request(cluster.port, "GET", "/health")[0] == 503, 10)
-        kind, result, _ = run({"url": url(cluster.port), "wait": 1, "interval": 0.3})
+        kind, result, _warnings = run({"url": url(cluster.port), "wait": 1, "interval": 0.3})
     finally:
         cluster.stop()
     assert kind == "fail" and result["state"] == "fatal"
@@ -94,9 +96,9 @@ def test_api_key(run, engine_bin, tmp_path):
     (tmp_path / "key").write_text("lab-key\n")
     cluster = Cluster(engine_bin, tmp_path, extra_args=["--api-key-file", str(tmp_path / "key")]).start()
     try:
-        kind, without, _ = run({"url": url(cluster.port), "wait": 10})
-        kind_key, with_key, _ = run({"url": url(cluster.port), "api_key": "lab-key", "chat_check": True})
-        kind_bad, bad, _ = run({"url": url(cluster.port), "api_key": "wrong"})
+        kind, without, _warnings = run({"url": url(cluster.port), "wait": 10})
+        kind_key, with_key, _warnings = run({"url": url(cluster.port), "api_key": "lab-key", "chat_check": True})
+        kind_bad, bad, _warnings = run({"url": url(cluster.port), "api_key": "wrong"})
     finally:
         cluster.stop()
     assert kind == "fail" and without["state"] == "unauthorized" and without["elapsed_s"] < 5
@@ -113,7 +115,7 @@ def test_vllm_empty_200(run):
         fake.route("GET", "/health", lambda body, n: (200, ""))
         fake.route("GET", "/v1/models", lambda body, n: (200, models_list("deepseek-v4.1-flash")))
         fake.route("POST", "/v1/chat/completions", lambda body, n: (200, chat_chunks("The answer is 391.")))
-        kind, result, _ = run({"url": fake.url, "served_name": "deepseek-v4.1-flash", "chat_check": True})
+        kind, result, _warnings = run({"url": fake.url, "served_name": "deepseek-v4.1-flash", "chat_check": True})
     assert kind == "exit", result
     assert result["ready"] and result["health"] == {} and result["reply"] == "The answer is 391."
     chat = next(c for c in fake.calls if c[1] == "/v1/chat/completions")[2]
@@ -125,8 +127,8 @@ def test_llama_cpp_loading_then_ok(run):
     with FakeEngine() as fake:
         fake.route("GET", "/health", lambda body, n: (503, loading) if n <= 3 else (200, {"status": "ok"}))
         fake.route("GET", "/v1/models", lambda body, n: (200, models_list("model.gguf")))
-        kind_once, once, _ = run({"url": fake.url})
-        kind, result, _ = run({"url": fake.url, "wait": 10, "interval": 0.1})
+        kind_once, once, _warnings = run({"url": fake.url})
+        kind, result, _warnings = run({"url": fake.url, "wait": 10, "interval": 0.1})
     assert kind_once == "fail" and once["state"] == "loading"
     assert "still loading: 503 from /health: Loading model" in once["msg"]
     assert kind == "exit" and result["ready"] and result["health"] == {"status": "ok"}
@@ -138,7 +140,7 @@ def test_wrong_chat_answer_fails(run):
         fake.route("GET", "/health", lambda body, n: (200, {"ok": True}))
         fake.route("GET", "/v1/models", lambda body, n: (200, models_list("m")))
         fake.route("POST", "/v1/chat/completions", lambda body, n: (200, chat_chunks("It is 3910")))
-        kind, result, _ = run({"url": fake.url, "chat_check": True})
+        kind, result, _warnings = run({"url": fake.url, "chat_check": True})
     assert kind == "fail" and result["state"] == "chat_failed"
     assert "expected 391 in the answer, got 'It is 3910'" in result["msg"]
 
@@ -146,8 +148,8 @@ def test_wrong_chat_answer_fails(run):
 def test_a_server_that_never_answers(run):
     with silent_server() as silent:
         t0 = time.monotonic()
-        kind, once, _ = run({"url": silent, "timeout": 1})
-        kind_wait, waited, _ = run({"url": silent, "timeout": 30, "wait": 2, "interval": 0.5})
+        kind, once, _warnings = run({"url": silent, "timeout": 1})
+        kind_wait, waited, _warnings = run({"url": silent, "timeout": 30, "wait": 2, "interval": 0.5})
         took = time.monotonic() - t0
     assert kind == "fail" and once["state"] == "timeout" and "no answer from /health" in once["msg"]
     assert "within 1 s" in once["msg"] and "wedged" in once["msg"]

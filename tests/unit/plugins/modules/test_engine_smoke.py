@@ -32,7 +32,8 @@ def args(pair, **extra):
 
 
 def test_all_checks_pass_on_the_pair(run, pair):
-    kind, result, _ = run(args(pair, checks=["arithmetic", "needle", "determinism", "count"], _ansible_check_mode=True))
+    all_checks = ["arithmetic", "needle", "determinism", "count"]
+    kind, result, _warnings = run(args(pair, checks=all_checks, _ansible_check_mode=True))
     assert kind == "exit", result.get("msg")
     assert result["passed"] and result["changed"] is False
     assert [c["name"] for c in result["checks"]] == ["arithmetic", "needle", "determinism", "count"]
@@ -46,7 +47,7 @@ def test_all_checks_pass_on_the_pair(run, pair):
 
 
 def test_needle_that_cannot_fit_fails_with_the_table(run, pair):
-    kind, result, _ = run(args(pair, checks=["arithmetic", "needle"], needle_tokens=30000))
+    kind, result, _warnings = run(args(pair, checks=["arithmetic", "needle"], needle_tokens=30000))
     assert kind == "fail" and not result["passed"]
     assert "1 of 2 checks failed (needle)" in result["msg"]
     rows = [line.split()[:2] for line in result["msg"].splitlines()[2:4]]
@@ -55,7 +56,7 @@ def test_needle_that_cannot_fit_fails_with_the_table(run, pair):
 
 
 def test_bad_options(run, pair):
-    kind, result, _ = run(args(pair, needle_depths=[0.2, 1.5], needle_count=3, determinism_streams=1))
+    kind, result, _warnings = run(args(pair, needle_depths=[0.2, 1.5], needle_count=3, determinism_streams=1))
     assert kind == "fail"
     assert "needle_depths has 2 entries but needle_count is 3" in result["msg"]
     assert "needle_depths are fractions from 0.0 to 1.0, got [1.5]" in result["msg"]
@@ -63,7 +64,7 @@ def test_bad_options(run, pair):
 
 
 def test_engine_down(run):
-    kind, result, _ = run({"url": f"http://127.0.0.1:{free_port()}"})
+    kind, result, _warnings = run({"url": f"http://127.0.0.1:{free_port()}"})
     assert kind == "fail" and "does not answer (connection refused" in result["msg"]
     assert "engine_health" in result["msg"]
 
@@ -80,7 +81,7 @@ def test_fake_engine_wrong_order_and_nondeterminism(run):
         fake.route("GET", "/health", lambda body, n: (200, ""))
         fake.route("GET", "/v1/models", lambda body, n: (200, models_list("m")))
         fake.route("POST", "/v1/chat/completions", chat)
-        kind, result, _ = run({"url": fake.url, "checks": ["needle", "determinism"], "needle_tokens": 2000,
+        kind, result, _warnings = run({"url": fake.url, "checks": ["needle", "determinism"], "needle_tokens": 2000,
                                "needle_depths": [0.3, 0.6], "needle_count": 2})
     assert kind == "fail"
     by_name = {c["name"]: c for c in result["checks"]}
