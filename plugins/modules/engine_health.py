@@ -352,6 +352,7 @@ def wait_ready(probe, wait, interval, timeout, served_name, has_key):
 
 
 def main():
+    # "no_log": False on the *_tokens options: they count tokens, they are not secrets.
     module = AnsibleModule(
         argument_spec={
             "url": {"type": "str", "default": "http://127.0.0.1:8000"},
@@ -361,7 +362,7 @@ def main():
             "interval": {"type": "float", "default": 2.0},
             "timeout": {"type": "float", "default": 30.0},
             "chat_check": {"type": "bool", "default": False},
-            "chat_max_tokens": {"type": "int", "default": 256},
+            "chat_max_tokens": {"type": "int", "default": 256, "no_log": False},
         },
         supports_check_mode=True,
     )

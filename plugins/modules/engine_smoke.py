@@ -239,6 +239,7 @@ def run_checks(client, p, context):
 
 
 def main():
+    # "no_log": False on the *_tokens options: they count tokens, they are not secrets.
     module = AnsibleModule(
         argument_spec={
             "url": {"type": "str", "default": "http://127.0.0.1:8000"},
@@ -247,14 +248,14 @@ def main():
             "checks": {"type": "list", "elements": "str", "default": DEFAULT_CHECKS,
                        "choices": list(engine_checks.CHECK_NAMES)},
             "timeout": {"type": "float", "default": 300.0},
-            "reply_tokens": {"type": "int", "default": 256},
-            "needle_tokens": {"type": "int", "default": 32768},
+            "reply_tokens": {"type": "int", "default": 256, "no_log": False},
+            "needle_tokens": {"type": "int", "default": 32768, "no_log": False},
             "needle_count": {"type": "int", "default": 3},
             "needle_depths": {"type": "list", "elements": "float", "default": []},
             "needle_tokenizer": {"type": "str", "default": "server", "choices": ["server", "estimate"]},
             "seed": {"type": "int", "default": 0},
             "determinism_streams": {"type": "int", "default": 4},
-            "determinism_tokens": {"type": "int", "default": 64},
+            "determinism_tokens": {"type": "int", "default": 64, "no_log": False},
             "count_to": {"type": "int", "default": 200},
         },
         supports_check_mode=True,

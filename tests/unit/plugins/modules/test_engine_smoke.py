@@ -82,7 +82,7 @@ def test_fake_engine_wrong_order_and_nondeterminism(run):
         fake.route("GET", "/v1/models", lambda body, n: (200, models_list("m")))
         fake.route("POST", "/v1/chat/completions", chat)
         kind, result, _warnings = run({"url": fake.url, "checks": ["needle", "determinism"], "needle_tokens": 2000,
-                               "needle_depths": [0.3, 0.6], "needle_count": 2})
+                                       "needle_depths": [0.3, 0.6], "needle_count": 2})
     assert kind == "fail"
     by_name = {c["name"]: c for c in result["checks"]}
     assert not by_name["needle"]["passed"] and "out of order" in by_name["needle"]["detail"]
