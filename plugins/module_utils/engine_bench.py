@@ -19,19 +19,16 @@ here raises on a failed request: failures are recorded in the results with their
 
 from __future__ import annotations
 
-import http.client
 import json
 import math
 import os
 import random
-import socket
 import statistics
 import tempfile
 import threading
 import time
 
 from ansible_collections.sparkfold.cluster.plugins.module_utils import engine_checks
-from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_client import EngineClient, error_message
 
 PHASES = ("decode", "prefill", "concurrency", "needle")
 
@@ -284,82 +281,6 @@ class Progress:
             pass  # progress is a courtesy; the run does not depend on it
 
 
-# --- the client, with reasoning chunks -----------------------------------------------------------
-class BenchClient(EngineClient):
-    """EngineClient whose chat streams also time reasoning chunks.
-
-    With thinking on, OpenAI-compatible servers (vLLM, SGLang, llama.cpp) stream the reasoning in
-    ``delta.reasoning_content`` (or ``delta.reasoning``) while ``usage.completion_tokens`` counts it:
-    timing only ``delta.content`` would inflate decode tok/s and TTFT. Here every generated piece
-    counts; the text keeps content and reasoning together (for the garble check).
-    """
-
-    def _read_sse(self, resp, result, chat, path, deadline):
-        if not chat:
-            return super()._read_sse(resp, result, chat, path, deadline)
-        return self._read_chat_sse(resp, result, path, deadline)
-
-    def _read_chat_sse(self, resp, result, path, deadline):
-        end = None if deadline is None else result.t_start + deadline
-        parts = []
-        monotonic = time.monotonic
-        try:
-            while True:
-                line = resp.readline()
-                if not line:
-                    if not result.done and result.error is None:
-                        result.error = (f"the stream of POST {path} ended before 'data: [DONE]' "
-                                        f"after {result.chunks} content chunks")
-                    break
-                if end is not None and monotonic() > end:
-                    result.error = f"the stream of POST {path} ran past its deadline of {deadline:g} s"
-                    break
-                if not line.startswith(b"data:"):
-                    continue
-                data = line[5:].strip()
-                if data == b"[DONE]":
-                    result.done = True
-                    break
-                if not data:
-                    continue
-                try:
-                    event = json.loads(data)
-                except ValueError:
-                    result.error = f"the stream of POST {path} sent a line that is not JSON: {data[:120]!r}"
-                    break
-                if not isinstance(event, dict):
-                    continue
-                if "error" in event:
-                    result.error = f"the engine reported an error mid-stream: {error_message(json.dumps(event))}"
-                    break
-                choices = event.get("choices")
-                if choices:
-                    choice = choices[0]
-                    delta = choice.get("delta") or {}
-                    piece = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
-                    if piece:
-                        now = monotonic()
-                        if result.t_first is None:
-                            result.t_first = now
-                        result.t_last = now
-                        result.chunks += 1
-                        parts.append(piece)
-                    if choice.get("finish_reason"):
-                        result.finish_reason = choice["finish_reason"]
-                usage = event.get("usage")
-                if usage:
-                    if isinstance(usage.get("completion_tokens"), int):
-                        result.usage_completion_tokens = usage["completion_tokens"]
-                    if isinstance(usage.get("prompt_tokens"), int):
-                        result.prompt_tokens = usage["prompt_tokens"]
-        except (socket.timeout, TimeoutError):
-            result.error = (f"timeout: the stream of POST {path} sent nothing for {self.timeout:g} s "
-                            f"after {result.chunks} content chunks")
-        except (OSError, http.client.HTTPException) as exc:
-            result.error = f"the stream of POST {path} broke after {result.chunks} content chunks: {exc}"
-        result.text = "".join(parts)
-
-
 # --- phases -------------------------------------------------------------------------------------
 def thinking_extra(thinking, key="thinking", extra_body=None):
     """The extra body of a request: ``extra_body`` plus ``chat_template_kwargs: {key: thinking}``."""
@@ -381,6 +302,9 @@ def one_stream(client, messages, max_tokens, temperature, extra, deadline):
                 "completion_tokens": 0, "ttft_s": None, "decode_tok_s": None, "prompt_tokens": None,
                 "finish_reason": None, "status": None}
     out = res.as_dict()
+    # Thinking (reasoning_content) is timed with the content; the garble check reads both.
+    reasoning = getattr(res, "reasoning", "") or ""
+    out["text"] = (reasoning + "\n" + res.text) if reasoning else res.text
     out["ok"] = res.ok and res.chunks > 0
     if res.ok and res.chunks == 0 and not out.get("error"):
         out["error"] = "no content chunk in the stream"

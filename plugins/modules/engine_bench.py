@@ -278,7 +278,11 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sparkfold.cluster.plugins.module_utils import engine_bench as eb
-from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_client import EngineError, error_message
+from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_client import (
+    EngineClient,
+    EngineError,
+    error_message,
+)
 
 
 def _positive(module, name, values):
@@ -388,7 +392,7 @@ def main():
         module.exit_json(changed=False, skipped=True, msg="check mode: nothing measured, no request sent")
 
     try:
-        client = eb.BenchClient(p["url"], api_key=p["api_key"], timeout=p["timeout_s"], model=p["model"])
+        client = EngineClient(p["url"], api_key=p["api_key"], timeout=p["timeout_s"], model=p["model"])
     except ValueError as exc:
         module.fail_json(msg=str(exc))
     health, models = _connect(module, client, p["model"])
