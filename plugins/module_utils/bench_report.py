@@ -270,7 +270,8 @@ def render_markdown(results, stamp, expectations, verdicts, plots):
     rows = [
         ["recipe", f"{recipe}" + (f" ({expectations['description']})" if expectations.get("description") else "")],
         ["engine", _stamp_value({"commit": engine.get("commit"), "build-id": engine.get("build_id"),
-                                 "patches": len(engine.get("patches") or []) if engine else None,
+                                 "patches": ", ".join(str(f).rsplit("/", 1)[-1] for f in engine.get("patch_files") or [])
+                                 or None,
                                  "built": engine.get("built_at")}) if engine else "not available"],
         ["weights", f"{weights.get('repo_id')}@{weights['commit']}" if weights.get("commit") else "not available"],
         ["clocks", _stamp_value(stamp.get("clocks"))],

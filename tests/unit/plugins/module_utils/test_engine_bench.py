@@ -1,0 +1,178 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""engine_bench module_utils: statistics, garble check, prompts to exact token counts, token counters,
+progress file, and the concurrency point against fake servers that garble."""
+
+import json
+import sys
+
+import pytest
+from ansible_collections.sparkfold.cluster.plugins.module_utils import engine_bench as eb
+from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_client import EngineClient
+
+from tests.unit.fake_openai import FakeEngine, chat_chunks, models_list
+
+
+def test_summarize():
+    s = eb.summarize([10, 12, None, 11, float("nan")])
+    assert s["n"] == 3
+    assert s["median"] == 11
+    assert s["min"] == 10 and s["max"] == 12
+    assert s["mean"] == pytest.approx(11)
+    assert s["stdev"] == pytest.approx(1.0)
+    assert s["spread_pct"] == pytest.approx(100 * 2 / 11)
+    assert eb.summarize([5])["stdev"] == 0.0
+    empty = eb.summarize([None])
+    assert empty["n"] == 0 and empty["median"] is None and empty["spread_pct"] is None
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("", "empty output"),
+    ("  \n ", "empty output"),
+    ("Once upon a time " + "the " * 20, "repeated token 'the'"),
+    ("A list: " + "foo bar " * 10, "repeated cycle 'foo bar'"),
+    ("x " * 10 + " ".join(f"w{i}" for i in range(8)), "token 'x' is 10 of 18"),
+])
+def test_garbled(text, reason):
+    assert reason in eb.garble_reason(text)
+
+
+@pytest.mark.parametrize("text", [
+    "counting 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20",
+    "the the the",  # too short to judge
+    "The lighthouse keeper climbed the stairs of the tower every night to light the lamp and watch the sea.",
+])
+def test_not_garbled(text):
+    assert eb.garble_reason(text) is None
+
+
+def test_prompt_of_tokens_exact_with_a_word_tokenizer():
+    def count(text):  # the lab engine's tokenizer: one token per word
+        return len(text.split())
+
+    for target in (50, 1000, 4096):
+        text, counted, rounds = eb.prompt_of_tokens(target, count, "[nonce 1]")
+        assert counted == target == count(text)
+        assert text.startswith("[nonce 1]\n")
+        assert rounds <= 6
+
+
+def test_prompt_of_tokens_with_multi_token_words():
+    # Every word of 5+ letters counts 2 tokens: whole words still get to the target or one below.
+    def count(text):
+        return sum(2 if len(w) >= 5 else 1 for w in text.split())
+
+    text, counted, _rounds = eb.prompt_of_tokens(3000, count, "[n]")
+    assert counted == count(text)
+    assert 2999 <= counted <= 3000
+
+
+def test_filler_is_deterministic():
+    assert eb.filler_text(200, "a") == eb.filler_text(200, "a")
+    assert eb.filler_text(200, "a") != eb.filler_text(200, "b")
+    assert len(eb.filler_text(200, "a").split()) == 200
+
+
+def _fake_with_tokenize(fake):
+    fake.route("POST", "/tokenize", lambda body, n: (200, {"tokens": [1] * len(body["content"].split())}))
+    return fake
+
+
+def test_token_counter_server():
+    with _fake_with_tokenize(FakeEngine()) as fake:
+        counter = eb.TokenCounter(EngineClient(fake.url), "auto")
+        assert counter.method == "server" and counter.exact
+        assert counter.count("a b c") == 3
+
+
+def test_token_counter_falls_back_to_an_estimate_and_says_why(tmp_path):
+    with FakeEngine() as fake:  # no /tokenize: 404
+        counter = eb.TokenCounter(EngineClient(fake.url), "auto", str(tmp_path / "tokenizer.json"))
+    assert counter.method == "estimate" and not counter.exact
+    assert "ESTIMATE" in counter.label
+    assert counter.notes[0] == "the server has no /tokenize"
+    assert "does not exist" in counter.notes[1]
+    assert counter.count("x" * 400) == 100
+
+
+def test_token_counter_tokenizer_without_the_package(tmp_path, monkeypatch):
+    path = tmp_path / "tokenizer.json"
+    path.write_text("{}")
+    monkeypatch.setitem(sys.modules, "tokenizers", None)  # import fails
+    with FakeEngine() as fake, pytest.raises(ValueError, match="tokenizers package is not installed"):
+        eb.TokenCounter(EngineClient(fake.url), "tokenizer", str(path))
+
+
+def test_progress_file(tmp_path):
+    path = tmp_path / "progress.json"
+    progress = eb.Progress(str(path), 3)
+    assert json.loads(path.read_text())["phase"] == "starting"
+    progress.step("decode", "prose run 1/3")
+    progress.finished("decode prose run 1: 80 tok/s")
+    data = json.loads(path.read_text())
+    assert data["phase"] == "decode" and data["step"] == "prose run 1/3"
+    assert data["done"] == 1 and data["total"] == 3 and data["last"].startswith("decode prose")
+    assert [p.name for p in tmp_path.iterdir()] == ["progress.json"]  # no temporary file left
+    eb.Progress(None, 1).finished("nothing written")
+
+
+def _chat_route(fake, replies):
+    """Stream reply[i % len] to the i-th chat request."""
+    fake.route("GET", "/v1/models", lambda body, n: (200, models_list("m")))
+    fake.route("POST", "/v1/chat/completions", lambda body, n: (200, replies[(n - 1) % len(replies)]))
+    return fake
+
+
+def test_concurrency_point_counts_garbled_streams():
+    good = chat_chunks("counting " + " ".join(str(i) for i in range(1, 30)))
+    repeated = chat_chunks("Sure " + " ".join(["the"] * 30))
+    empty = [{"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": " "},
+                                                               "finish_reason": None}]},
+             {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+             "[DONE]"]
+    with _chat_route(FakeEngine(), [good, repeated, empty, good]) as fake:
+        point = eb.run_concurrency_point(EngineClient(fake.url, model="m"), 4, "hello", 64)
+    assert point["sent"] == 4 and point["completed"] == 4
+    assert point["garbled"] == 2
+    reasons = sorted(g["reason"] for g in point["garbled_streams"])
+    assert reasons[0] == "empty output"
+    assert reasons[1].startswith("repeated token 'the'")
+    assert point["distinct_outputs"] == 3
+    assert point["aggregate_tok_s"] > 0
+
+
+def test_concurrency_point_counts_failed_streams():
+    def answer(body, n):
+        if n == 2:
+            return 500, {"error": {"message": "out of KV pool pages", "code": 500}}
+        return 200, chat_chunks("counting 1 2 3 4 5")
+
+    with FakeEngine() as fake:
+        fake.route("POST", "/v1/chat/completions", answer)
+        point = eb.run_concurrency_point(EngineClient(fake.url), 3, "hello", 8)
+    assert point["completed"] == 2 and point["sent"] == 3
+    assert point["errors"][0]["count"] == 1
+    assert "out of KV pool pages" in point["errors"][0]["error"]
+
+
+def test_thinking_extra():
+    assert eb.thinking_extra(None) == {}
+    assert eb.thinking_extra(True) == {"chat_template_kwargs": {"thinking": True}}
+    assert eb.thinking_extra(False, "enable_thinking", {"top_p": 0.9, "chat_template_kwargs": {"x": 1}}) == {
+        "top_p": 0.9, "chat_template_kwargs": {"x": 1, "enable_thinking": False}}
+
+
+def test_decode_times_reasoning_and_reads_it_for_garble():
+    def think(word):
+        return {"object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": {"reasoning_content": word}, "finish_reason": None}]}
+
+    stream = [think("hmm ") for _ in range(20)] + chat_chunks("ok")
+    with _chat_route(FakeEngine(), [stream]) as fake:
+        cases = [{"name": "t", "prompt": "prose", "temperature": 0.7, "thinking": True}]
+        out = eb.run_decode(EngineClient(fake.url, model="m"), cases, 1, 32)
+        body = fake.calls[-1][2]
+    assert body["chat_template_kwargs"] == {"thinking": True}
+    assert body["temperature"] == 0.7
+    run = out[0]["runs"][0]
+    assert run["ok"]
+    assert run["garbled"] == "token 'hmm' is 20 of 21 tokens"
