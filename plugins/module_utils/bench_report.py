@@ -267,11 +267,11 @@ def render_markdown(results, stamp, expectations, verdicts, plots):
     engine = stamp.get("engine") or {}
     weights = stamp.get("weights") or {}
     counter = results.get("token_counter") or {}
+    patches = ", ".join(str(f).rsplit("/", 1)[-1] for f in engine.get("patch_files") or []) or None
     rows = [
         ["recipe", f"{recipe}" + (f" ({expectations['description']})" if expectations.get("description") else "")],
         ["engine", _stamp_value({"commit": engine.get("commit"), "build-id": engine.get("build_id"),
-                                 "patches": ", ".join(str(f).rsplit("/", 1)[-1] for f in engine.get("patch_files") or [])
-                                 or None,
+                                 "patches": patches,
                                  "built": engine.get("built_at")}) if engine else "not available"],
         ["weights", f"{weights.get('repo_id')}@{weights['commit']}" if weights.get("commit") else "not available"],
         ["clocks", _stamp_value(stamp.get("clocks"))],

@@ -404,8 +404,11 @@ def run_prefill(client, counter, lengths, max_tokens=4, context_length=None, ext
 
 
 def run_concurrency_point(client, streams, prompt, max_tokens, temperature=0.0, extra=None, deadline=None,
-                          garble_min_tokens=16):
-    """``streams`` requests started together; aggregate and per-stream figures."""
+                          garble_min_tokens=16, raw=None):
+    """``streams`` requests started together; aggregate and per-stream figures.
+
+    ``raw``: a list to receive each stream's own figures (``one_stream`` dicts), for callers that need them.
+    """
     results = [None] * streams
     barrier = threading.Barrier(streams + 1)
     messages = [{"role": "user", "content": prompt}]
@@ -424,6 +427,8 @@ def run_concurrency_point(client, streams, prompt, max_tokens, temperature=0.0, 
     barrier.wait()
     for t in threads:
         t.join()
+    if raw is not None:
+        raw.extend(results)
     t_end = max((r["t_end"] for r in results if r), default=time.monotonic())
     wall = max(t_end - t0, 1e-9)
     completed = [r for r in results if r and r["ok"]]
