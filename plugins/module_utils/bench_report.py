@@ -65,16 +65,17 @@ def metrics(results):
         _put(out, f"concurrency.{n}.aggregate_tok_s", point.get("aggregate_tok_s"))
         _put(out, f"concurrency.{n}.per_stream_tok_s", (point.get("per_stream_tok_s") or {}).get("median"))
         _put(out, f"concurrency.{n}.ttft_ms", (point.get("ttft_ms") or {}).get("median"))
-        _put(out, f"concurrency.{n}.completed_ratio", point["completed"] / point["sent"] if point["sent"] else None)
+        _put(out, f"concurrency.{n}.completed_pct",
+             100.0 * point["completed"] / point["sent"] if point["sent"] else None)
         _put(out, f"concurrency.{n}.garbled", point.get("garbled"))
     if points:
         largest = max(points, key=lambda pt: pt["streams"])
         _put(out, "concurrency.max.streams", largest["streams"])
-        _put(out, "concurrency.max.completed_ratio",
-             largest["completed"] / largest["sent"] if largest["sent"] else None)
+        _put(out, "concurrency.max.completed_pct",
+             100.0 * largest["completed"] / largest["sent"] if largest["sent"] else None)
         _put(out, "concurrency.all.garbled", sum(pt.get("garbled") or 0 for pt in points))
-        _put(out, "concurrency.all.completed_ratio",
-             sum(pt["completed"] for pt in points) / max(sum(pt["sent"] for pt in points), 1))
+        _put(out, "concurrency.all.completed_pct",
+             100.0 * sum(pt["completed"] for pt in points) / max(sum(pt["sent"] for pt in points), 1))
         peak = max(points, key=lambda pt: pt.get("aggregate_tok_s") or 0)
         _put(out, "concurrency.peak.aggregate_tok_s", peak.get("aggregate_tok_s"))
         _put(out, "concurrency.peak.streams", peak["streams"])
@@ -82,7 +83,7 @@ def metrics(results):
     if needle:
         _put(out, "needle.passed", 1.0 if needle.get("passed") else 0.0)
         if needle.get("expected"):
-            _put(out, "needle.found_ratio", needle.get("found", 0) / needle["expected"])
+            _put(out, "needle.found_pct", 100.0 * needle.get("found", 0) / needle["expected"])
     return out
 
 

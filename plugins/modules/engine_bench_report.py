@@ -39,10 +39,10 @@ options:
         C(unit), C(tolerance_pct) or C(tolerance_abs), C(better) (higher or lower)."
       - Metric names - C(decode.<case>.tok_s), C(decode.<case>.ttft_ms), C(decode.ttft_ms) (median over all decode
         runs), C(decode.garbled), C(prefill.<tokens>.tok_s), C(prefill.<tokens>.ttft_ms),
-        C(concurrency.<streams>.aggregate_tok_s), C(.per_stream_tok_s), C(.ttft_ms), C(.completed_ratio),
-        C(.garbled), C(concurrency.max.completed_ratio) (at the largest stream count),
+        C(concurrency.<streams>.aggregate_tok_s), C(.per_stream_tok_s), C(.ttft_ms), C(.completed_pct),
+        C(.garbled), C(concurrency.max.completed_pct) (at the largest stream count),
         C(concurrency.all.garbled), C(concurrency.peak.aggregate_tok_s), C(concurrency.peak.streams),
-        C(needle.passed), C(needle.found_ratio).
+        C(needle.passed) (1 or 0), C(needle.found_pct). Percentages are 0-100.
     type: dict
     default: {}
   stamp:

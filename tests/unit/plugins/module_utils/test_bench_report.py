@@ -37,10 +37,10 @@ def test_metrics(measurements):
     assert set(k for k in m if k.startswith("prefill.") and k.endswith(".tok_s")) == {
         "prefill.8192.tok_s", "prefill.16384.tok_s", "prefill.32768.tok_s"}
     assert m["concurrency.max.streams"] == 8
-    assert m["concurrency.max.completed_ratio"] == 1.0
+    assert m["concurrency.max.completed_pct"] == 100.0
     assert m["concurrency.all.garbled"] == 0
     assert m["concurrency.peak.streams"] in (4, 8)
-    assert m["needle.passed"] == 1.0 and m["needle.found_ratio"] == 1.0
+    assert m["needle.passed"] == 1.0 and m["needle.found_pct"] == 100.0
 
 
 def fig(**kw):
