@@ -72,7 +72,7 @@ def point_with_streams(client, streams, tokens):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--rates", default="50,200", help="decode rates (tok/s per stream) to configure")
     parser.add_argument("--streams", default="1,2,4,8,16")
     parser.add_argument("--tokens", type=int, default=128, help="max_tokens of each stream")

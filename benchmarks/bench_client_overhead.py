@@ -37,7 +37,7 @@ BAR_TOK_S = 5000.0
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--rate", type=float, default=1500.0, help="SIM_DECODE_TOK_S, per stream")
     parser.add_argument("--streams", default="4,8,16", help="concurrent streams, one run per value")
     parser.add_argument("--tokens", type=int, default=3000, help="max_tokens of each stream")

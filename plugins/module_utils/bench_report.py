@@ -222,7 +222,7 @@ def fmt(value, digits=1):
 
 
 def _table(header, rows):
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _i in header) + "|"]
     lines += ["| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in row) + " |" for row in rows]
     lines.append("")
     return lines

@@ -194,7 +194,7 @@ def filler_text(n_words, seed):
     words = []
     while len(words) < n_words:
         length = rng.randint(8, 15)
-        part = [rng.choice(FILLER_WORDS) for _ in range(length)]
+        part = [rng.choice(FILLER_WORDS) for _i in range(length)]
         part[0] = part[0].capitalize()
         part[-1] += "."
         words.extend(part)

@@ -29,12 +29,12 @@ description:
     (the smoke test's check, from the engine_checks module_utils)."
   - "Prompt lengths are counted with the server's C(/tokenize) when it has one, else with O(tokenizer_path)
     (C(tokenizer.json)) when the python running the module has the C(tokenizers) package, else estimated at 4
-    characters per token; RV(measurements.token_counter) says which, and why the better ones were not used."
+    characters per token; C(token_counter) in RV(measurements) says which, and why the better ones were not used."
   - Writes its progress to O(progress_file) (JSON, replaced atomically) so that a role running it with C(async)
     can print progress lines while it runs.
   - A failed or garbled request is recorded in the results, never a module failure; the module fails only when the
     server cannot be asked at all (nothing listening, key refused, unknown model) or an option is wrong.
-  - Standard library only (plus this collection's module_utils): runs with the system C(python3) of the node.
+  - Standard library only (plus this collection's module_utils), so it runs with the system C(python3) of the node.
   - Never reports a change.
 author:
   - sparkfold developers (@sparkfold)
@@ -89,7 +89,7 @@ options:
         default: 0.0
       thinking:
         description:
-          - Sent as C(chat_template_kwargs) C({<thinking_key>: <thinking>}); omit to send nothing.
+          - "Sent as C(chat_template_kwargs) C({<thinking_key>: <thinking>}); omit to send nothing."
         type: bool
   decode_repeats:
     description:
@@ -150,7 +150,7 @@ options:
   concurrency_temperature:
     description:
       - Temperature of the grid's streams (identical prompts; at 0 their outputs should agree, which
-        RV(measurements.concurrency) reports as C(distinct_outputs)).
+        C(concurrency) in RV(measurements) reports as C(distinct_outputs)).
     type: float
     default: 0.0
   garble_min_tokens:
@@ -203,7 +203,7 @@ attributes:
 notes:
   - Run it on the head, next to the server, so the network between does not enter the figures; the
     C(sparkfold.cluster.bench) role runs it with C(async) and follows O(progress_file).
-  - The lab engine is a simulator: its figures are the rates it is configured with, not a Spark's.
+  - The lab engine is a simulator; its figures are the rates it is configured with, not a Spark's.
 seealso:
   - module: sparkfold.cluster.engine_bench_report
 """
@@ -355,19 +355,19 @@ def main():
             "decode_cases": {"type": "list", "elements": "dict", "options": case_spec,
                              "default": [dict(c) for c in eb.DEFAULT_DECODE_CASES]},
             "decode_repeats": {"type": "int", "default": 3},
-            "decode_max_tokens": {"type": "int", "default": 512},
+            "decode_max_tokens": {"type": "int", "no_log": False, "default": 512},
             "thinking_key": {"type": "str", "default": "thinking", "no_log": False},
             "extra_body": {"type": "dict", "default": {}},
-            "prefill_tokens": {"type": "list", "elements": "int",
+            "prefill_tokens": {"type": "list", "elements": "int", "no_log": False,
                                "default": [4096, 8192, 16384, 32768, 65536, 131072, 262144]},
-            "prefill_max_tokens": {"type": "int", "default": 4},
+            "prefill_max_tokens": {"type": "int", "no_log": False, "default": 4},
             "token_counter": {"type": "str", "choices": ["auto", "server", "tokenizer", "estimate"], "default": "auto"},
             "tokenizer_path": {"type": "path"},
             "concurrency_streams": {"type": "list", "elements": "int", "default": [1, 2, 3, 4, 8, 16, 32, 64, 128]},
-            "concurrency_max_tokens": {"type": "int", "default": 256},
+            "concurrency_max_tokens": {"type": "int", "no_log": False, "default": 256},
             "concurrency_temperature": {"type": "float", "default": 0.0},
-            "garble_min_tokens": {"type": "int", "default": 16},
-            "needle_tokens": {"type": "int", "default": 65536},
+            "garble_min_tokens": {"type": "int", "no_log": False, "default": 16},
+            "needle_tokens": {"type": "int", "no_log": False, "default": 65536},
             "needle_count": {"type": "int", "default": 3},
             "needle_seed": {"type": "int", "default": 0},
             "timeout_s": {"type": "float", "default": 900.0},

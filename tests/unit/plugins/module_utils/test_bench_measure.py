@@ -125,8 +125,8 @@ def _chat_route(fake, replies):
 def test_concurrency_point_counts_garbled_streams():
     good = chat_chunks("counting " + " ".join(str(i) for i in range(1, 30)))
     repeated = chat_chunks("Sure " + " ".join(["the"] * 30))
-    empty = [{"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": " "},
-                                                               "finish_reason": None}]},
+    blank = {"index": 0, "delta": {"content": " "}, "finish_reason": None}
+    empty = [{"object": "chat.completion.chunk", "choices": [blank]},
              {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
              "[DONE]"]
     with _chat_route(FakeEngine(), [good, repeated, empty, good]) as fake:
@@ -166,7 +166,7 @@ def test_decode_times_reasoning_and_reads_it_for_garble():
         return {"object": "chat.completion.chunk",
                 "choices": [{"index": 0, "delta": {"reasoning_content": word}, "finish_reason": None}]}
 
-    stream = [think("hmm ") for _ in range(20)] + chat_chunks("ok")
+    stream = [think("hmm ") for _i in range(20)] + chat_chunks("ok")
     with _chat_route(FakeEngine(), [stream]) as fake:
         cases = [{"name": "t", "prompt": "prose", "temperature": 0.7, "thinking": True}]
         out = eb.run_decode(EngineClient(fake.url, model="m"), cases, 1, 32)
