@@ -1,8 +1,9 @@
-#!/usr/bin/python3
 # Copyright: (c) 2026, sparkfold developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Start gates of the sparkfold engine units (installed by the engine_service role).
+
+Run with python3 (the units call /usr/bin/python3 <engine_gate> ...):
 
   sparkfold-engine-gate memory   ExecStartPre of every rank: sync, drop the page cache, compact
                                  memory, then wait until MemAvailable reaches the recipe's gate.
@@ -122,11 +123,27 @@ def health_state(url, timeout_s):
     return False, False, f"HTTP 200 but not ready: {body[:200]}"
 
 
-def ready_gate(url, timeout_s, interval_s):
+def main_pid_gone(main_pid):
+    """True when the engine's main process ($MAINPID of ExecStartPost) has exited."""
+    if not main_pid:
+        return False
+    try:
+        with open(f"/proc/{int(main_pid)}/stat", encoding="ascii") as handle:
+            # A zombie ("Z") has exited; systemd has not reaped it yet.
+            return handle.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, ValueError, IndexError):
+        return True
+
+
+def ready_gate(url, timeout_s, interval_s, main_pid=None):
     deadline = time.monotonic() + timeout_s
     last = "no answer yet"
     fatal_seen = 0
     while True:
+        # systemd keeps waiting for ExecStartPost after the main process died: stop at once.
+        if main_pid_gone(main_pid):
+            log(f"the engine (pid {main_pid}) exited before it was ready; its reason is in the journal above")
+            return 1
         ready, fatal, last = health_state(url, max(1.0, min(10.0, timeout_s)))
         if ready:
             log(f"engine ready: {url} answered {last}")
@@ -185,7 +202,7 @@ def env_number(name, default=None):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="sparkfold-engine-gate", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="sparkfold-engine-gate", description=__doc__.split("\n\n", maxsplit=1)[0])
     sub = parser.add_subparsers(dest="gate", required=True)
     mem = sub.add_parser("memory", help="wait until MemAvailable reaches the gate")
     mem.add_argument("--gib", type=float, default=env_number("SPARKFOLD_MEMORY_GATE_GIB"))
@@ -220,7 +237,7 @@ def main(argv=None):
     if not args.url:
         log("no health URL: give --url or SPARKFOLD_READY_URL")
         return 2
-    return ready_gate(args.url, args.timeout, args.interval)
+    return ready_gate(args.url, args.timeout, args.interval, os.environ.get("MAINPID"))
 
 
 if __name__ == "__main__":
