@@ -1,0 +1,256 @@
+# Copyright: (c) 2026, sparkfold developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The engine units' start gates (roles/engine_service/files/sparkfold-engine-gate.py).
+
+memory: MemAvailable from a meminfo file against the gate, caches dropped through a /proc/sys
+tree (a temporary directory here); ready: /health shapes of TensorFold, vLLM and llama.cpp from a
+local HTTP server, the engine's death while waiting; watch: a unit's state from a stand-in
+`systemctl` on PATH.
+"""
+
+from __future__ import annotations
+
+import http.server
+import importlib.util
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+GATE = pathlib.Path(__file__).resolve().parents[3] / "roles" / "engine_service" / "files" / "sparkfold-engine-gate.py"
+
+
+@pytest.fixture(scope="module")
+def gate():
+    spec = importlib.util.spec_from_file_location("sparkfold_engine_gate", GATE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    for name in ("SPARKFOLD_MEMORY_GATE_GIB", "SPARKFOLD_MEMORY_GATE_TIMEOUT_S", "SPARKFOLD_READY_URL",
+                 "SPARKFOLD_READY_TIMEOUT_S", "MAINPID"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def meminfo(tmp_path, available_kib, total_kib=128 * 1024 * 1024):
+    path = tmp_path / "meminfo"
+    path.write_text(
+        f"MemTotal:       {total_kib} kB\nMemFree:         1000 kB\nMemAvailable:   {available_kib} kB\n"
+    )
+    return path
+
+
+def proc_sys(tmp_path):
+    root = tmp_path / "sys"
+    (root / "vm").mkdir(parents=True)
+    for name in ("drop_caches", "compact_memory"):
+        (root / "vm" / name).write_text("")
+    return root
+
+
+# --- memory ----------------------------------------------------------------------------------
+
+
+def test_memory_gate_passes_and_drops_caches(gate, tmp_path, capsys):
+    sysdir = proc_sys(tmp_path)
+    rc = gate.main(["memory", "--gib", "100", "--timeout", "1", "--meminfo", str(meminfo(tmp_path, 110 * 1024 * 1024)),
+                    "--proc-sys", str(sysdir)])
+    assert rc == 0
+    assert (sysdir / "vm" / "drop_caches").read_text() == "3"
+    assert (sysdir / "vm" / "compact_memory").read_text() == "1"
+    assert "memory gate passed: MemAvailable 110.0 GiB >= 100 GiB" in capsys.readouterr().err
+
+
+def test_memory_gate_not_met_gives_both_numbers(gate, tmp_path, capsys):
+    started = time.monotonic()
+    info = meminfo(tmp_path, int(87.3 * 1024 * 1024))
+    rc = gate.main(["memory", "--gib", "100", "--timeout", "0.3", "--interval", "0.1",
+                    "--meminfo", str(info), "--proc-sys", str(proc_sys(tmp_path))])
+    assert rc == 1
+    assert time.monotonic() - started < 2
+    err = capsys.readouterr().err
+    assert "memory gate not met: MemAvailable is 87.3 GiB after 0.3 s, the recipe needs 100 GiB" in err
+    assert "engine_service_memory_gate_gib" in err
+
+
+def test_memory_gate_waits_for_memory_to_come_back(gate, tmp_path):
+    path = meminfo(tmp_path, 50 * 1024 * 1024)
+
+    def free_later():
+        time.sleep(0.3)
+        meminfo(tmp_path, 120 * 1024 * 1024)
+
+    thread = threading.Thread(target=free_later)
+    thread.start()
+    rc = gate.main(["memory", "--gib", "100", "--timeout", "5", "--interval", "0.1", "--meminfo", str(path),
+                    "--proc-sys", str(proc_sys(tmp_path))])
+    thread.join()
+    assert rc == 0
+
+
+def test_memory_gate_goes_on_when_caches_cannot_be_dropped(gate, tmp_path, capsys):
+    rc = gate.main(["memory", "--gib", "1", "--timeout", "1", "--meminfo", str(meminfo(tmp_path, 2 * 1024 * 1024)),
+                    "--proc-sys", str(tmp_path / "read-only")])
+    assert rc == 0
+    err = capsys.readouterr().err
+    assert "could not write" in err and "drop_caches" in err and "continuing" in err
+
+
+def test_memory_gate_reads_the_environment_file_settings(gate, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SPARKFOLD_MEMORY_GATE_GIB", "200")
+    monkeypatch.setenv("SPARKFOLD_MEMORY_GATE_TIMEOUT_S", "0.1")
+    rc = gate.main(["memory", "--meminfo", str(meminfo(tmp_path, 100 * 1024 * 1024)), "--proc-sys", str(tmp_path)])
+    assert rc == 1
+    assert "the recipe needs 200 GiB" in capsys.readouterr().err
+
+
+def test_memory_gate_without_a_setting_or_meminfo_is_a_usage_error(gate, tmp_path, capsys):
+    assert gate.main(["memory", "--meminfo", str(meminfo(tmp_path, 1))]) == 2
+    assert "no memory gate set" in capsys.readouterr().err
+    (tmp_path / "bad").write_text("MemTotal: 1 kB\n")
+    assert gate.main(["memory", "--gib", "1", "--meminfo", str(tmp_path / "bad"), "--proc-sys", str(tmp_path)]) == 2
+    assert "has no MemAvailable line" in capsys.readouterr().err
+
+
+# --- ready -----------------------------------------------------------------------------------
+
+
+class HealthServer:
+    """Answers /health with the (status, body) pairs of `answers`, the last one forever."""
+
+    def __init__(self, answers):
+        self.answers = list(answers)
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                status, body = outer.answers.pop(0) if len(outer.answers) > 1 else outer.answers[0]
+                data = body.encode()
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/health"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize(
+    "answers",
+    [
+        [(200, json.dumps({"ok": True, "requests_running": 0, "streams": {}, "context_length": 1048576}))],
+        [(200, '{"status":"ok"}')],
+        [(200, "")],
+        [(503, '{"error":{"message":"Loading model","type":"unavailable_error","code":503}}'),
+         (200, '{"status":"ok"}')],
+    ],
+    ids=["tensorfold", "api-key-mode", "vllm", "llama.cpp-loading"],
+)
+def test_ready_gate_accepts_the_engines_health_shapes(gate, answers, capsys):
+    server = HealthServer(answers)
+    try:
+        assert gate.main(["ready", "--url", server.url, "--timeout", "5", "--interval", "0.05"]) == 0
+    finally:
+        server.close()
+    assert "engine ready" in capsys.readouterr().err
+
+
+def test_ready_gate_stops_on_the_engines_fatal_state(gate, capsys):
+    server = HealthServer([(503, '{"ok":false,"error":"follower rank 1 lost: connection closed"}')])
+    try:
+        assert gate.main(["ready", "--url", server.url, "--timeout", "30", "--interval", "0.05"]) == 1
+    finally:
+        server.close()
+    assert "fatal state" in capsys.readouterr().err
+
+
+def test_ready_gate_times_out_naming_the_last_answer(gate, capsys):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    started = time.monotonic()
+    url = f"http://127.0.0.1:{port}/health"
+    assert gate.main(["ready", "--url", url, "--timeout", "0.5", "--interval", "0.1"]) == 1
+    assert time.monotonic() - started < 3
+    err = capsys.readouterr().err
+    assert "engine not ready after 0.5 s" in err and "Connection refused" in err
+
+
+def test_ready_gate_stops_when_the_engine_exited(gate, monkeypatch, capsys):
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    monkeypatch.setenv("MAINPID", done.stdout.strip())
+    started = time.monotonic()
+    assert gate.main(["ready", "--url", "http://127.0.0.1:9/health", "--timeout", "60"]) == 1
+    assert time.monotonic() - started < 2
+    assert "exited before it was ready" in capsys.readouterr().err
+
+
+def test_ready_gate_keeps_waiting_while_the_engine_lives(gate, monkeypatch):
+    monkeypatch.setenv("MAINPID", str(os.getpid()))
+    assert gate.main_pid_gone(os.getpid()) is False
+    server = HealthServer([(200, '{"ok":true}')])
+    try:
+        assert gate.main(["ready", "--url", server.url, "--timeout", "5"]) == 0
+    finally:
+        server.close()
+
+
+# --- watch -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_systemctl(tmp_path, monkeypatch):
+    """A `systemctl` on PATH whose `show` prints the file `state` (one Property=value per line)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    state = tmp_path / "state"
+    script = bindir / "systemctl"
+    script.write_text(f"#!/bin/sh\ncat {state}\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    return state
+
+
+def test_watch_passes_while_the_follower_stays_up(gate, fake_systemctl, capsys):
+    fake_systemctl.write_text("ActiveState=active\nSubState=running\nResult=success\nExecMainStatus=0\nNRestarts=0\n")
+    assert gate.main(["watch", "sparkfold-engine@1.service", "--seconds", "0.3", "--interval", "0.1"]) == 0
+    assert "is up" in capsys.readouterr().err
+
+
+def test_watch_fails_when_the_follower_refused_to_start(gate, fake_systemctl, capsys):
+    fake_systemctl.write_text("ActiveState=failed\nSubState=failed\nResult=exit-code\nExecMainStatus=2\nNRestarts=0\n")
+    assert gate.main(["watch", "sparkfold-engine@1.service", "--seconds", "5", "--interval", "0.1"]) == 1
+    err = capsys.readouterr().err
+    assert "did not stay up: failed/failed, result exit-code, exit status 2" in err
+    assert "journalctl -u sparkfold-engine@1.service" in err
+
+
+def test_watch_fails_when_the_follower_restarts(gate, fake_systemctl):
+    fake_systemctl.write_text("ActiveState=active\nSubState=running\nResult=success\nExecMainStatus=0\nNRestarts=0\n")
+
+    def restart_later():
+        time.sleep(0.2)
+        fake_systemctl.write_text("ActiveState=activating\nSubState=start-pre\nResult=success\nExecMainStatus=1\nNRestarts=1\n")
+
+    thread = threading.Thread(target=restart_later)
+    thread.start()
+    assert gate.main(["watch", "sparkfold-engine@1.service", "--seconds", "3", "--interval", "0.05"]) == 1
+    thread.join()
