@@ -3,16 +3,14 @@
 """The engine units' start gates (roles/engine_service/files/sparkfold-engine-gate.py).
 
 memory: MemAvailable from a meminfo file against the gate, caches dropped through a /proc/sys
-tree (a temporary directory here); ready: /health shapes of TensorFold, vLLM and llama.cpp from a
-local HTTP server, the engine's death while waiting; watch: a unit's state from a stand-in
+tree (a temporary directory here); ready: /health shapes of TensorFold, vLLM and llama.cpp from
+tests/unit/fake_openai.py, the engine's death while waiting; watch: a unit's state from a stand-in
 `systemctl` on PATH.
 """
 
 from __future__ import annotations
 
-import http.server
 import importlib.util
-import json
 import os
 import pathlib
 import socket
@@ -22,6 +20,8 @@ import threading
 import time
 
 import pytest
+
+from tests.unit.fake_openai import FakeEngine
 
 GATE = pathlib.Path(__file__).resolve().parents[3] / "roles" / "engine_service" / "files" / "sparkfold-engine-gate.py"
 
@@ -124,60 +124,31 @@ def test_memory_gate_without_a_setting_or_meminfo_is_a_usage_error(gate, tmp_pat
 # --- ready -----------------------------------------------------------------------------------
 
 
-class HealthServer:
-    """Answers /health with the (status, body) pairs of `answers`, the last one forever."""
-
-    def __init__(self, answers):
-        self.answers = list(answers)
-        outer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                status, body = outer.answers.pop(0) if len(outer.answers) > 1 else outer.answers[0]
-                data = body.encode()
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/health"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+def health_engine(answers):
+    """A FakeEngine answering /health with the (status, body) pairs of `answers`, the last one forever."""
+    return FakeEngine().route("GET", "/health", lambda body, number: answers[min(number, len(answers)) - 1])
 
 
 @pytest.mark.parametrize(
     "answers",
     [
-        [(200, json.dumps({"ok": True, "requests_running": 0, "streams": {}, "context_length": 1048576}))],
-        [(200, '{"status":"ok"}')],
+        [(200, {"ok": True, "requests_running": 0, "streams": {}, "context_length": 1048576})],
+        [(200, {"status": "ok"})],
         [(200, "")],
-        [(503, '{"error":{"message":"Loading model","type":"unavailable_error","code":503}}'),
-         (200, '{"status":"ok"}')],
+        [(503, {"error": {"message": "Loading model", "type": "unavailable_error", "code": 503}}),
+         (200, {"status": "ok"})],
     ],
     ids=["tensorfold", "api-key-mode", "vllm", "llama.cpp-loading"],
 )
 def test_ready_gate_accepts_the_engines_health_shapes(gate, answers, capsys):
-    server = HealthServer(answers)
-    try:
-        assert gate.main(["ready", "--url", server.url, "--timeout", "5", "--interval", "0.05"]) == 0
-    finally:
-        server.close()
+    with health_engine(answers) as engine:
+        assert gate.main(["ready", "--url", engine.url + "/health", "--timeout", "5", "--interval", "0.05"]) == 0
     assert "engine ready" in capsys.readouterr().err
 
 
 def test_ready_gate_stops_on_the_engines_fatal_state(gate, capsys):
-    server = HealthServer([(503, '{"ok":false,"error":"follower rank 1 lost: connection closed"}')])
-    try:
-        assert gate.main(["ready", "--url", server.url, "--timeout", "30", "--interval", "0.05"]) == 1
-    finally:
-        server.close()
+    with health_engine([(503, {"ok": False, "error": "follower rank 1 lost: connection closed"})]) as engine:
+        assert gate.main(["ready", "--url", engine.url + "/health", "--timeout", "30", "--interval", "0.05"]) == 1
     assert "fatal state" in capsys.readouterr().err
 
 
@@ -206,11 +177,8 @@ def test_ready_gate_stops_when_the_engine_exited(gate, monkeypatch, capsys):
 def test_ready_gate_keeps_waiting_while_the_engine_lives(gate, monkeypatch):
     monkeypatch.setenv("MAINPID", str(os.getpid()))
     assert gate.main_pid_gone(os.getpid()) is False
-    server = HealthServer([(200, '{"ok":true}')])
-    try:
-        assert gate.main(["ready", "--url", server.url, "--timeout", "5"]) == 0
-    finally:
-        server.close()
+    with health_engine([(200, {"ok": True})]) as engine:
+        assert gate.main(["ready", "--url", engine.url + "/health", "--timeout", "5"]) == 0
 
 
 # --- watch -----------------------------------------------------------------------------------
