@@ -31,6 +31,12 @@ import time
 from urllib.parse import urlsplit
 
 KINDS = ("refused", "timeout", "http", "protocol")
+
+# The options through which a module reaches the engine (doc fragment sparkfold.cluster.engine).
+ENGINE_ENDPOINT_ARG_SPEC = {
+    "url": {"type": "str", "default": "http://127.0.0.1:8000"},
+    "api_key": {"type": "str", "no_log": True},
+}
 NO_TOKENIZE = (404, 405, 501)
 
 

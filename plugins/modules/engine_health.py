@@ -35,16 +35,6 @@ description:
 author:
   - sparkfold developers (@sparkfold)
 options:
-  url:
-    description:
-      - Base URL of the engine, for example V(http://127.0.0.1:8000). A trailing C(/) or C(/v1) is ignored.
-    type: str
-    default: http://127.0.0.1:8000
-  api_key:
-    description:
-      - >-
-        API key, sent as C(Authorization: Bearer <key>). Leave empty when the engine runs without keys.
-    type: str
   served_name:
     description:
       - The model id C(/v1/models) must list (TensorFold's C(--name)). Not checked when empty.
@@ -79,6 +69,7 @@ options:
     type: int
     default: 256
 extends_documentation_fragment:
+  - sparkfold.cluster.engine
   - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
@@ -187,6 +178,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_checks import run_arithmetic
 from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_client import (
+    ENGINE_ENDPOINT_ARG_SPEC,
     EngineClient,
     EngineError,
     error_message,
@@ -355,8 +347,7 @@ def main():
     # "no_log": False on the *_tokens options: they count tokens, they are not secrets.
     module = AnsibleModule(
         argument_spec={
-            "url": {"type": "str", "default": "http://127.0.0.1:8000"},
-            "api_key": {"type": "str", "no_log": True},
+            **ENGINE_ENDPOINT_ARG_SPEC,
             "served_name": {"type": "str"},
             "wait": {"type": "int", "default": 0},
             "interval": {"type": "float", "default": 2.0},

@@ -35,16 +35,6 @@ description:
 author:
   - sparkfold developers (@sparkfold)
 options:
-  url:
-    description:
-      - Base URL of the engine, for example V(http://127.0.0.1:8000). A trailing C(/) or C(/v1) is ignored.
-    type: str
-    default: http://127.0.0.1:8000
-  api_key:
-    description:
-      - >-
-        API key, sent as C(Authorization: Bearer <key>). Leave empty when the engine runs without keys.
-    type: str
   served_name:
     description:
       - The model id sent as C(model) in every request (TensorFold's C(--name)). Left out of the requests when
@@ -115,6 +105,7 @@ options:
     type: int
     default: 200
 extends_documentation_fragment:
+  - sparkfold.cluster.engine
   - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
@@ -211,7 +202,11 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sparkfold.cluster.plugins.module_utils import engine_checks
-from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_client import EngineClient, EngineError
+from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_client import (
+    ENGINE_ENDPOINT_ARG_SPEC,
+    EngineClient,
+    EngineError,
+)
 
 DEFAULT_CHECKS = ["arithmetic", "needle", "determinism"]
 
@@ -242,8 +237,7 @@ def main():
     # "no_log": False on the *_tokens options: they count tokens, they are not secrets.
     module = AnsibleModule(
         argument_spec={
-            "url": {"type": "str", "default": "http://127.0.0.1:8000"},
-            "api_key": {"type": "str", "no_log": True},
+            **ENGINE_ENDPOINT_ARG_SPEC,
             "served_name": {"type": "str"},
             "checks": {"type": "list", "elements": "str", "default": DEFAULT_CHECKS,
                        "choices": list(engine_checks.CHECK_NAMES)},
