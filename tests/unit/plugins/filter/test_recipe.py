@@ -1,0 +1,144 @@
+# Copyright: sparkfold developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Unit tests for the recipe filters (plugins/filter/recipe.py) and the shipped recipe files."""
+
+from __future__ import annotations
+
+import copy
+import pathlib
+import re
+
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+from ansible_collections.sparkfold.cluster.plugins.filter.recipe import (
+    PLACEHOLDERS,
+    REQUIRED,
+    FilterModule,
+    recipe_check,
+    recipe_problems,
+    recipe_render,
+)
+
+ROOT = pathlib.Path(__file__).resolve().parents[4]
+RECIPES = sorted((ROOT / 'roles' / 'recipe' / 'recipes').glob('*.yml'))
+TP2 = ROOT / 'roles' / 'recipe' / 'recipes' / 'dsv41-flash-tp2-zig.yml'
+
+
+def load(path):
+    return yaml.safe_load(path.read_text())
+
+
+def test_filters_are_registered():
+    assert set(FilterModule().filters()) == {'recipe_check', 'recipe_render'}
+
+
+@pytest.mark.parametrize('path', RECIPES, ids=[p.stem for p in RECIPES])
+def test_every_shipped_recipe_is_complete_and_named_after_its_file(path):
+    recipe = load(path)
+    assert recipe_problems(recipe) == []
+    assert recipe['name'] == path.stem
+
+
+@pytest.mark.parametrize('field', [f for f, _ in REQUIRED['dsv41-zig']])
+def test_a_recipe_without_a_required_field_is_refused_naming_it(field):
+    recipe = load(TP2)
+    node = recipe
+    parts = field.split('.')
+    for part in parts[:-1]:
+        node = node[part]
+    del node[parts[-1]]
+    with pytest.raises(AnsibleFilterError, match=re.escape(f'{field} is missing')):
+        recipe_check(recipe, 'dsv41-flash-tp2-zig')
+
+
+def test_every_problem_is_named_at_once():
+    recipe = load(TP2)
+    del recipe['engine']['commit']
+    del recipe['kit']['repo_id']
+    recipe['serve']['context'] = 'big'
+    problems = recipe_problems(recipe)
+    assert 'engine.commit is missing' in problems
+    assert 'kit.repo_id is missing' in problems
+    assert "serve.context must be a whole number, got 'big'" in problems
+
+
+def test_consistency_rules():
+    recipe = load(TP2)
+    recipe['engine']['commit'] = 'fbbc971'
+    recipe['serve']['parallel'] = 5
+    recipe['launch']['rank0']['program'] = 'tensorfold'
+    recipe['launch']['follower']['args'].append('{pool_size}')
+    recipe['world'] = 1
+    problems = recipe_problems(recipe)
+    assert "engine.commit must be a full 40-hex commit sha, got 'fbbc971'" in problems
+    assert any(p.startswith('serve.parallel 5 is more than serve.streams 4') for p in problems)
+    assert any(p.startswith("launch.rank0.program 'tensorfold' is not one of engine.programs") for p in problems)
+    assert 'launch or inputs name unknown placeholders: {pool_size}' in problems
+    assert 'world must be at least 2 (a tensor-parallel group), got 1' in problems
+
+
+def test_unknown_flavour_and_bool_for_int():
+    assert recipe_problems({'flavour': 'llama'}) == ["flavour is 'llama', one of dsv41-zig is needed"]
+    recipe = load(TP2)
+    recipe['world'] = True
+    assert 'world must be a whole number, got True' in recipe_problems(recipe)
+
+
+def test_tp2_recipe_follows_its_sources():
+    """The relations the TP2 README's launch lines hold (bertholomus tp2 README @5e90ec93)."""
+    r = load(TP2)
+    rank0, follower = r['launch']['rank0'], r['launch']['follower']
+    assert r['engine']['repo_url'] == 'https://github.com/bertholomus/TensorFold.git'
+    assert r['engine']['programs']['server'] == 'native/bin/tensorfold-native'
+    # the follower's --pool is rank 0's --context
+    assert follower['args'][follower['args'].index('--pool') + 1] == '{context}'
+    assert rank0['args'][rank0['args'].index('--context') + 1] == '{context}'
+    # --engram comes with --token-map, and rank 0 reads the same files
+    assert '--token-map' in follower['args'] and rank0['env']['TF_DS_TOKEN_MAP'] == '{token_map}'
+    # the follower's switches mirror rank 0's
+    for flag, var in (('--graphs', 'TF_DS_GRAPHS'), ('--side', 'TF_DS_HC_SIDE'), ('--prefetch', 'TF_DS_L2_PREFETCH'),
+                      ('--aio', 'TF_DS_ENGRAM_AIO')):
+        assert follower['args'][follower['args'].index(flag) + 1] == rank0['env'][var] == '1'
+    # both ranks gather over the same RDMA devices
+    assert rank0['env']['TF_RDMA_DEVICES'] == follower['args'][follower['args'].index('--rdma') + 1]
+    for var in ('TF_TP_WORLD', 'TF_TP_MASTER', 'TF_TP_PORT', 'TF_DS_RANK_CACHE', 'TF_DS_KIT',
+                'TENSORFOLD_CUDA_KERNELS', 'TF_DS_ENGRAM'):
+        assert var in rank0['env']
+    assert r['launch']['env'] == {'TF_DS_REPLAY_FLOOR': '1'}
+    for flag in ('--max-tokens', '--temperature', '--top-p', '--top-k', '--backend'):
+        assert flag in rank0['args']
+    assert r['engram']['repo_id'] == 'deepseek-ai/DeepSeek-V4.1-Flash'
+    assert r['capacity']['model'] == 'zig-pool'
+
+
+def values(**extra):
+    v = {k: f'<{k}>' for k in PLACEHOLDERS}
+    v.update(api_key_args=[], thinking_args=['--thinking'], drafts_args=[], follower_drafts_args=[])
+    v.update(extra)
+    return v
+
+
+def test_render_fills_in_and_splices_list_placeholders():
+    r = load(TP2)
+    argv = recipe_render(r['launch']['rank0']['args'], values(api_key_args=['--api-key-file', '/k'], context=1048576))
+    assert argv[:2] == ['serve', '<model_dir>']
+    assert argv[argv.index('--api-key-file') + 1] == '/k'
+    assert argv[argv.index('--context') + 1] == '1048576'
+    assert '--thinking' in argv and '{drafts_args}' not in argv
+    env = recipe_render(r['launch']['rank0']['env'], values(kit_dir='/kit'))
+    assert env['TENSORFOLD_CUDA_KERNELS'] == '/kit/aot'
+
+
+def test_render_refuses_a_missing_value_and_a_list_inside_a_word():
+    with pytest.raises(AnsibleFilterError, match=r'no value for \{rank\}'):
+        recipe_render(['{rank}'], {})
+    with pytest.raises(AnsibleFilterError, match='must stand alone'):
+        recipe_render(['x{api_key_args}'], {'api_key_args': []})
+    with pytest.raises(AnsibleFilterError, match='expected a list of arguments or a mapping'):
+        recipe_render('serve', {})
+
+
+def test_check_passes_the_recipe_through():
+    r = load(TP2)
+    assert recipe_check(copy.deepcopy(r)) == r
