@@ -11,6 +11,12 @@ server (`tests/hub/server.py`) and the tests use:
 * SQUASHED  sparkfold-test/dsv41-squashed    - main super-squashed into one commit with QUANT's files;
             SQUASHED_PIN is the vanished commit "Add EXL3 shards". Tag v0 -> the squashed head.
 * GATED     sparkfold-test/dsv41-gated       - gated ("manual"): files need GOOD_TOKEN.
+* ORIGINAL  sparkfold-test/dsv41-flash-original - the original (unquantised) checkpoint's layout with 48
+            shards named, of which only config.json, the index and shards 47/48 (the Engram tables the
+            Zig engine reads) are stored (ORIGINAL_PIN = main).
+* KIT       sparkfold-test/dsv41-tp2-kit     - a kernel kit in folder kit/ as the lab engine checks it:
+            aot/, cubins/, rope.json + RoPE tables, engram.json, vision/, MANIFEST (sha256 of every other
+            file) and tools/verify_kit.sh (KIT_PIN = main).
 
 Layout on disk (`root`): `hub.json` (every repo: commits, refs, gating, vanished commits) and
 `blobs/<sha256>` (file contents, content-addressed). `load_hub(root)` reads it back.
@@ -28,6 +34,8 @@ QUANT = "sparkfold-test/dsv41-flash-exl3"
 BASE = "sparkfold-test/dsv41-flash-base"
 SQUASHED = "sparkfold-test/dsv41-squashed"
 GATED = "sparkfold-test/dsv41-gated"
+ORIGINAL = "sparkfold-test/dsv41-flash-original"
+KIT = "sparkfold-test/dsv41-tp2-kit"
 
 GOOD_TOKEN = "hf_sparkfoldgoodtoken0000000000000000"
 NOACCESS_TOKEN = "hf_sparkfoldnoaccess000000000000000000"
@@ -51,6 +59,8 @@ AUTHOR = "sparkfold-bot"
 QUANT_PIN = ""
 BASE_PIN = ""
 SQUASHED_PIN = ""
+ORIGINAL_PIN = ""
+KIT_PIN = ""
 
 
 def git_blob_sha1(data: bytes) -> str:
@@ -330,6 +340,59 @@ def _tokenizer_json() -> bytes:
     )
 
 
+def _original_files() -> dict:
+    """config.json, the index of all 48 shards and shards 47/48 (the Engram tables) of the original."""
+    weight_map = {}
+    for i in range(1, 49):
+        weight_map[f"model.layers.{i}.mlp.experts.weight"] = f"model-{i:05d}-of-00048.safetensors"
+    files = {"config.json": _json(BASE_CONFIG)}
+    for layer, shard in ((1, 47), (14, 48)):
+        name = f"model.layers.{layer}.engram.table"
+        weight_map[name] = f"model-{shard:05d}-of-00048.safetensors"
+        files[f"model-{shard:05d}-of-00048.safetensors"] = safetensors_file(
+            [(name, "F8_E4M3", [64, 64], _stream(f"engram-{shard}", 4096))])
+    files["model.safetensors.index.json"] = _json({"metadata": {"total_size": 48 * 4096}, "weight_map": weight_map})
+    return files
+
+
+VERIFY_KIT = """#!/bin/bash
+# verify_kit.sh: check the kit this script lives in (tools/..) against its MANIFEST.
+# MANIFEST lines: <sha256>  <path relative to the kit>. Exit 0 when every file is there with its
+# sha256, 1 when one is missing or differs (each is printed).
+set -u
+cd "$(dirname "$0")/.." || exit 1
+bad=0; n=0
+while read -r sum path; do
+  n=$((n + 1))
+  if [ ! -f "$path" ]; then echo "MISSING  $path"; bad=$((bad + 1)); continue; fi
+  [ "$(sha256sum "$path" | cut -d' ' -f1)" = "$sum" ] || { echo "DIFFERS  $path"; bad=$((bad + 1)); }
+done < MANIFEST
+if [ "$bad" = 0 ]; then echo "kit OK: $n files match MANIFEST"; exit 0; fi
+echo "kit NOT OK: $bad of $n files missing or different"; exit 1
+"""
+
+
+def _kit_files(rope_rows: int = 1048576) -> dict:
+    """The lab's kernel kit under kit/ (what the lab engine checks in TF_DS_KIT / KIT_DIR)."""
+    kit = {
+        "aot/aot.json": _json({"kernels": ["lab_gemv"], "sm": 121}),
+        "aot/cubins/" + hashlib.sha256(b"lab_gemv").hexdigest() + ".cubin": _stream("aot-cubin", 2048),
+        "cubins/experts.cubin": _stream("experts-cubin", 2048),
+        "cubins/linear.cubin": _stream("linear-cubin", 2048),
+        "rope.json": _json({"rows": rope_rows}),
+        "rope-cos.f32": _stream("rope-cos", 1024),
+        "rope-sin.f32": _stream("rope-sin", 1024),
+        "engram.json": _json({"layers": [1, 14], "shards": ["model-00047-of-00048.safetensors",
+                                                             "model-00048-of-00048.safetensors"]}),
+        "vision/torch_fmha_sm120.cubin": _stream("fmha-cubin", 1024),
+        "vision/gate_bias_vl.safetensors": safetensors_file([("gate_bias", "F32", [16], _stream("bias", 64))]),
+        "tools/verify_kit.sh": VERIFY_KIT.encode(),
+    }
+    manifest = "".join(f"{hashlib.sha256(data).hexdigest()}  {path}\n" for path, data in sorted(kit.items()))
+    kit["MANIFEST"] = manifest.encode()
+    return {"kit/" + path: data for path, data in kit.items()}
+
+
 def _contents(shard_count: int, shard_bytes: int) -> dict:
     shards, weight_map, total = _shards(shard_count, shard_bytes)
     index = {"metadata": {"total_size": total}, "weight_map": weight_map}
@@ -498,6 +561,17 @@ def build_hub(root: str | None, shard_count: int = 3, shard_bytes: int = 256 * 1
     )
     base["branches"] = {"main": b2}
 
+    # ORIGINAL: where the Engram tables come from (shards 47/48 + index + config)
+    o = b.new_repo(ORIGINAL)
+    o1 = b.commit(o, "Upload the original checkpoint", "2025-12-03T12:00:00.000Z", _original_files(), None,
+                  card=BASE_CARD)
+    o["branches"] = {"main": o1}
+
+    # KIT: the kernel kit, in folder kit/
+    k = b.new_repo(KIT)
+    k1 = b.commit(k, "Kernel kit for the TP2 lane", "2026-01-09T12:00:00.000Z", _kit_files(), None)
+    k["branches"] = {"main": k1}
+
     # SQUASHED: same files as QUANT main, history squashed into one commit
     s = b.new_repo(SQUASHED)
     s_changes = {p: b.read(f.sha256) for p, f in q["commits"][c3].files.items()}
@@ -590,7 +664,8 @@ def build_or_load_hub(root: str, **kwargs) -> HubData:
 
 def _compute_pins():
     hub = build_hub(None)
-    return hub.pin(QUANT, "v1.0"), hub.pin(BASE), next(iter(hub.repos[SQUASHED].vanished))
+    return (hub.pin(QUANT, "v1.0"), hub.pin(BASE), next(iter(hub.repos[SQUASHED].vanished)), hub.pin(ORIGINAL),
+            hub.pin(KIT))
 
 
-QUANT_PIN, BASE_PIN, SQUASHED_PIN = _compute_pins()
+QUANT_PIN, BASE_PIN, SQUASHED_PIN, ORIGINAL_PIN, KIT_PIN = _compute_pins()
