@@ -3,8 +3,28 @@
 """Filter that checks a serving recipe's KV pool and node memory before anything boots.
 
 Documentation lives in the sidecar file next to this one (capacity_plan.yml).
-The rule is the one the recipes learned the hard way: pool >= slots x window + reply.
-A pool below it boots fine and dies mid-prompt ("needs 3343 KV pool pages, the pool has 2400").
+
+Each engine sizes its KV cache its own way, so the recipe names its ``model``:
+
+``zig-pool``
+    TensorFold's native Zig engine (bertholomus/TensorFold zig/src/families/dsv41/native.zig
+    @1a3d97e30112d58ffdb4dc07677d7222fa6af3c5): "The pool holds --context positions for every stream
+    together (each takes an extent: its prompt, its max_tokens and a round's rows)"; it serves
+    TF_DS_STREAMS streams (default 4, 1..16) and refuses more with "this engine serves TF_DS_STREAMS
+    streams at once (default 4): --parallel at most that"; "the pool is the model's (preallocated): a
+    stream takes no device memory of its own". Its cost per position was measured by an older
+    version of that file: "about 3.4 GiB a 262,144 positions (measured: 3.37 GB at 262,144 with four
+    slots and the drafter)". No pages, and no slots x window rule: the streams share the pool.
+``kv-per-token``
+    The vLLM overlay (MiaAI-Lab/DeepSeek-v4.1-Flash-EXL3-2x-DGX-Sparks README @145bb98): "2.5 GiB
+    per rank = 774,400 tokens at MAX_MODEL_LEN=614400, i.e. ~3.4 KiB/token". One full-length
+    sequence must fit the pool; its failure mode is memory, not pool arithmetic: "a 3 GiB pool boots
+    and passes the smoke test but dies at ~470k of a 600k prompt", because a long prefill needs
+    memory beyond the pool (``prefill_floor_bytes``).
+``token-pool``
+    The jayleaton/ZackO2o Python engine (``TF_DSV41_POOL_TOKENS``), ZackO2o README: "pool >= slots x
+    window + reply budget"; a pool below it boots fine and refuses a long request mid-way ("the
+    request needs 3343 KV pool pages, the pool has 2400").
 """
 
 from __future__ import annotations
@@ -18,7 +38,34 @@ from ansible.module_utils.common.text.converters import to_text
 GIB = 1024 ** 3
 KIB = 1024
 
+# Zig engine: the measured pool cost (3.37 GB at 262,144 positions, four slots and the drafter),
+# TF_DS_STREAMS' default and range, TF_DS_ROUND_ROWS' default and range.
+ZIG_MEASURED_BYTES = 3370000000
+ZIG_MEASURED_POSITIONS = 262144
+ZIG_STREAMS_DEFAULT = 4
+ZIG_STREAMS_MAX = 16
+ZIG_ROUND_ROWS_DEFAULT = 16
+ZIG_ROUND_ROWS_RANGE = (16, 48)
+
+_MEMORY_KEYS = ('weights_bytes_per_node', 'engram_bytes_per_node', 'node_memory_bytes', 'memory_floor_bytes')
+_KV_KEYS = ('kv_bytes_per_token', 'kv_kib_per_token', 'pool_tokens', 'pool_gib')
+INPUTS = {
+    'zig-pool': ('context', 'slots', 'streams', 'round_rows', 'bytes_per_position', 'measured_bytes',
+                 'measured_positions', 'reply_tokens', *_MEMORY_KEYS),
+    'kv-per-token': (*_KV_KEYS, 'max_model_len', 'max_num_seqs', 'prefill_floor_bytes', *_MEMORY_KEYS),
+    'token-pool': (*_KV_KEYS, 'slots', 'context', 'reply_tokens', 'page_tokens', *_MEMORY_KEYS),
+}
+MODELS = tuple(INPUTS)
+_ALL_INPUTS = frozenset(key for keys in INPUTS.values() for key in keys)
+_MODEL_WORDS = {
+    'zig-pool': "TensorFold's Zig engine: --context positions shared by every stream",
+    'kv-per-token': "the vLLM overlay: KV bytes per token, one max_model_len sequence in the pool",
+    'token-pool': "the Python engine's TF_DSV41_POOL_TOKENS: pool >= slots x window + reply",
+}
+
 _NUMBER_RE = re.compile(r'^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)$')
+# What Ansible puts in place of `omit` when it is used inside a dict rather than as a module option.
+_OMIT_PREFIX = '__omit_place_holder__'
 
 
 def _number(value, what):
@@ -52,13 +99,24 @@ def _count(value, what, minimum=0):
 
 
 def _present(recipe, key):
-    return recipe.get(key) is not None and not (isinstance(recipe[key], str) and not recipe[key].strip())
+    """A key is given unless it is absent, None, blank, or Ansible's omit placeholder."""
+    value = recipe.get(key)
+    if value is None:
+        return False
+    if isinstance(value, str):
+        text = value.strip()
+        return bool(text) and not text.startswith(_OMIT_PREFIX)
+    return True
 
 
 def _required(recipe, key):
     if not _present(recipe, key):
         raise AnsibleFilterError(f'capacity_plan: {key} is missing')
     return recipe[key]
+
+
+def _optional_count(recipe, key, default=0, minimum=0):
+    return _count(recipe[key], key, minimum) if _present(recipe, key) else default
 
 
 def _decimals(value):
@@ -73,8 +131,63 @@ def _gib(num_bytes):
     return f'{_decimals(num_bytes / GIB)} GiB'
 
 
+def _rate(value):
+    """Bytes per position: 12,855.53; a whole number without decimals."""
+    return f'{int(value):,}' if float(value).is_integer() else f'{value:,.2f}'
+
+
 def _plural(count, word):
     return f'{count:,} {word}' if count == 1 else f'{count:,} {word}s'
+
+
+def _model(recipe):
+    if not _present(recipe, 'model'):
+        raise AnsibleFilterError(
+            'capacity_plan: model is missing: give one of '
+            + '; '.join(f'{name} ({words})' for name, words in _MODEL_WORDS.items()))
+    model = to_text(recipe['model']).strip()
+    if model not in INPUTS:
+        raise AnsibleFilterError(f"capacity_plan: model '{model}' is not one of {', '.join(MODELS)}")
+    unknown = sorted(key for key in recipe if key != 'model' and key not in _ALL_INPUTS)
+    if unknown:
+        raise AnsibleFilterError(
+            f"capacity_plan: no capacity model takes {', '.join(unknown)}; "
+            f"the inputs of {model} are {', '.join(INPUTS[model])}")
+    # The inputs of the other models are left alone, so one set of facts can feed every model.
+    ignored = sorted(key for key in recipe if key != 'model' and key not in INPUTS[model] and _present(recipe, key))
+    return model, ignored
+
+
+def _memory(recipe):
+    """(weights, engram, node memory, floor) in bytes."""
+    return (
+        _count(_required(recipe, 'weights_bytes_per_node'), 'weights_bytes_per_node'),
+        _optional_count(recipe, 'engram_bytes_per_node'),
+        _count(_required(recipe, 'node_memory_bytes'), 'node_memory_bytes', minimum=1),
+        _optional_count(recipe, 'memory_floor_bytes'),
+    )
+
+
+def _memory_line(parts):
+    """'weights 99.0 GiB + ... = 116.55 GiB' and the total, from (label, bytes) pairs."""
+    total = sum(size for _label, size in parts)
+    terms = ' + '.join(f'{label} {_gib(size)}' for label, size in parts)
+    return f'{terms} = {_gib(total)}', total
+
+
+def _memory_problem(parts, node_memory):
+    line, total = _memory_line(parts)
+    if total <= node_memory:
+        return None
+    return (f'{line} exceeds node memory {_gib(node_memory)} by {_gib(total - node_memory)} '
+            f'({total - node_memory:,} bytes)')
+
+
+def _memory_summary(parts, node_memory):
+    line, total = _memory_line(parts)
+    if total <= node_memory:
+        return f'{line} of {_gib(node_memory)} node memory, {_gib(node_memory - total)} spare'
+    return f'{line} exceeds {_gib(node_memory)} node memory by {_gib(total - node_memory)}'
 
 
 def _kv_bytes_per_token(recipe):
@@ -111,33 +224,152 @@ def _pool(recipe, kv):
     raise AnsibleFilterError('capacity_plan: the KV pool size is missing: give pool_tokens or pool_gib')
 
 
-def capacity_plan(recipe, fail=True):
-    """Check pool >= slots x window + reply, and weights + engram + pool + floor <= node memory."""
-    if not isinstance(recipe, dict):
-        raise AnsibleFilterError(f'capacity_plan: expected a recipe dict, got {type(recipe).__name__}')
+def _bytes_per_position(recipe):
+    """(a function: positions -> pool bytes, bytes per position) of the Zig engine's pool."""
+    has_rate = _present(recipe, 'bytes_per_position')
+    measured = [key for key in ('measured_bytes', 'measured_positions') if _present(recipe, key)]
+    if has_rate and measured:
+        raise AnsibleFilterError(
+            'capacity_plan: give bytes_per_position or measured_bytes and measured_positions, not both')
+    if has_rate:
+        rate = _number(recipe['bytes_per_position'], 'bytes_per_position')
+        if rate <= 0:
+            raise AnsibleFilterError(f'capacity_plan: bytes_per_position must be > 0, got {rate}')
+        return (lambda positions: math.ceil(positions * rate)), rate
+    if len(measured) == 1:
+        other = 'measured_positions' if measured[0] == 'measured_bytes' else 'measured_bytes'
+        raise AnsibleFilterError(f'capacity_plan: {measured[0]} is given without {other}')
+    if measured:
+        num = _count(recipe['measured_bytes'], 'measured_bytes', minimum=1)
+        den = _count(recipe['measured_positions'], 'measured_positions', minimum=1)
+    else:
+        num, den = ZIG_MEASURED_BYTES, ZIG_MEASURED_POSITIONS
+    # Whole numbers: exact, rounded up to a whole byte.
+    return (lambda positions: -(-positions * num // den)), num / den
+
+
+def _zig_pool(recipe):
+    """TensorFold's Zig engine: --context positions shared by the streams; weights + pool + floor <= node."""
+    context = _count(_required(recipe, 'context'), 'context', minimum=1)
+    slots = _count(_required(recipe, 'slots'), 'slots', minimum=1)
+    streams = _optional_count(recipe, 'streams', ZIG_STREAMS_DEFAULT, minimum=1)
+    if streams > ZIG_STREAMS_MAX:
+        raise AnsibleFilterError(
+            f'capacity_plan: streams (TF_DS_STREAMS) is the pool\'s streams, 1 .. {ZIG_STREAMS_MAX}; got {streams}')
+    rows = _optional_count(recipe, 'round_rows', ZIG_ROUND_ROWS_DEFAULT)
+    low, high = ZIG_ROUND_ROWS_RANGE
+    if not low <= rows <= high:
+        raise AnsibleFilterError(
+            f'capacity_plan: round_rows (TF_DS_ROUND_ROWS) is a round\'s rows at most, {low} .. {high}; got {rows}')
+    reply = _optional_count(recipe, 'reply_tokens')
+    pool_bytes_of, rate = _bytes_per_position(recipe)
+    weights, engram, node_memory, floor = _memory(recipe)
+    pool_bytes = pool_bytes_of(context)
+
+    problems = []
+    if slots > streams:
+        problems.append(
+            f'--parallel {slots} is more than the {streams} streams the pool serves: this engine serves '
+            f'TF_DS_STREAMS streams at once (default {ZIG_STREAMS_DEFAULT}): --parallel at most that')
+    if reply + rows >= context:
+        problems.append(
+            f'one stream takes an extent of its prompt, its max_tokens and a round\'s rows: --max-tokens '
+            f'{reply:,} + {rows} rows leaves no room for a prompt in a pool of {context:,} positions; '
+            f'--max-tokens at most {max(context - rows - 1, 0):,}')
+    parts = [('weights', weights), ('engram', engram), ('pool', pool_bytes), ('floor', floor)]
+    memory = _memory_problem(parts, node_memory)
+    room = node_memory - weights - engram - floor
+    context_max = max(0, int(room // rate)) if room > 0 else 0
+    while context_max > 0 and pool_bytes_of(context_max) > room:
+        context_max -= 1
+    if memory:
+        problems.append(
+            f'{memory}: the pool of {context:,} positions x {_rate(rate)} bytes takes {_gib(pool_bytes)}; '
+            f'at most {context_max:,} positions fit')
+    summary = (
+        f'zig-pool: {context:,} positions x {_rate(rate)} bytes = {_gib(pool_bytes)} pool shared by '
+        f'--parallel {slots} (of {streams} streams); {_memory_summary(parts, node_memory)}')
+    return problems, summary, {
+        'pool_positions': context,
+        'bytes_per_position': rate,
+        'pool_bytes': pool_bytes,
+        'slots': slots,
+        'streams': streams,
+        'context_max_positions': context_max,
+        'memory_used_bytes': weights + engram + pool_bytes,
+        'memory_needed_bytes': weights + engram + pool_bytes + floor,
+        'memory_left_bytes': node_memory - (weights + engram + pool_bytes),
+    }
+
+
+def _kv_per_token(recipe):
+    """The vLLM overlay: one max_model_len sequence fits the pool; weights + pool + prefill + floor <= node."""
+    kv = _kv_bytes_per_token(recipe)
+    pool_tokens, pool_bytes = _pool(recipe, kv)
+    max_model_len = _count(_required(recipe, 'max_model_len'), 'max_model_len', minimum=1)
+    max_num_seqs = _optional_count(recipe, 'max_num_seqs', 1, minimum=1)
+    prefill = _optional_count(recipe, 'prefill_floor_bytes')
+    weights, engram, node_memory, floor = _memory(recipe)
+    needed_pool_bytes = math.ceil(max_model_len * kv)
+
+    problems = []
+    if pool_tokens < max_model_len:
+        problems.append(
+            f'pool {_gib(pool_bytes)} holds {pool_tokens:,} tokens at {_decimals(kv / KIB)} KiB/token, '
+            f'less than one sequence of max_model_len {max_model_len:,} tokens, which needs '
+            f'{_gib(needed_pool_bytes)} ({needed_pool_bytes:,} bytes)')
+    parts = [('weights', weights), ('engram', engram), ('KV pool', pool_bytes), ('prefill floor', prefill),
+             ('floor', floor)]
+    memory = _memory_problem(parts, node_memory)
+    if memory:
+        problems.append(memory)
+    full = pool_tokens // max_model_len
+    summary = (
+        f'kv-per-token: pool {_gib(pool_bytes)} / {_decimals(kv / KIB)} KiB/token = {pool_tokens:,} tokens, '
+        f'{_plural(full, "full-length sequence")} of {max_model_len:,} at once (max_num_seqs {max_num_seqs}); '
+        f'{_memory_summary(parts, node_memory)}')
+    return problems, summary, {
+        'kv_bytes_per_token': kv,
+        'pool_tokens': pool_tokens,
+        'pool_bytes': pool_bytes,
+        'needed_tokens': max_model_len,
+        'needed_pool_bytes': needed_pool_bytes,
+        'full_sequences': full,
+        'max_num_seqs': max_num_seqs,
+        'memory_used_bytes': weights + engram + pool_bytes,
+        'memory_needed_bytes': weights + engram + pool_bytes + prefill + floor,
+        'memory_left_bytes': node_memory - (weights + engram + pool_bytes),
+    }
+
+
+def _token_pool(recipe):
+    """The Python engine: pool >= slots x window + reply; weights + pool + floor <= node.
+
+    Pages: with page_tokens the engine hands out whole pages, so both sides are counted in whole
+    pages, each rounded up: the need is ceil(need_tokens / page) pages, and the pool of pool_tokens
+    is ceil(pool_tokens / page) pages (whole pages cover the tokens it is given). A pool of exactly
+    the rule's tokens therefore always fits, and the published pools are whole pages anyway
+    (614,400 = 2,400 x 256; 1,638,400 = 6,400 x 256).
+    """
     kv = _kv_bytes_per_token(recipe)
     pool_tokens, pool_bytes = _pool(recipe, kv)
     slots = _count(_required(recipe, 'slots'), 'slots', minimum=1)
     context = _count(_required(recipe, 'context'), 'context', minimum=1)
-    reply = _count(recipe.get('reply_tokens') or 0, 'reply_tokens')
-    page_tokens = None
-    if _present(recipe, 'page_tokens'):
-        page_tokens = _count(recipe['page_tokens'], 'page_tokens', minimum=1)
-    weights = _count(_required(recipe, 'weights_bytes_per_node'), 'weights_bytes_per_node')
-    engram = _count(recipe.get('engram_bytes_per_node') or 0, 'engram_bytes_per_node')
-    node_memory = _count(_required(recipe, 'node_memory_bytes'), 'node_memory_bytes', minimum=1)
-    floor = _count(recipe.get('memory_floor_bytes') or 0, 'memory_floor_bytes')
+    reply = _optional_count(recipe, 'reply_tokens')
+    page_tokens = _optional_count(recipe, 'page_tokens', None, minimum=1)
+    weights, engram, node_memory, floor = _memory(recipe)
 
     needed_tokens = slots * context + reply
     needed_pool_bytes = math.ceil(needed_tokens * kv)
     problems = []
 
-    tokens_short = pool_tokens < needed_tokens
+    pool_pages = needed_pages = None
+    short = pool_tokens < needed_tokens
     if page_tokens is not None:
-        pool_pages = pool_tokens // page_tokens
+        pool_pages = -(-pool_tokens // page_tokens)
         needed_pages = -(-needed_tokens // page_tokens)
-        tokens_short = pool_pages < needed_pages
-    if tokens_short:
+        short = pool_pages < needed_pages
+    if short:
         message = (
             f'pool {_gib(pool_bytes)} holds {pool_tokens:,} tokens at {_decimals(kv / KIB)} KiB/token; '
             f'{_plural(slots, "slot")} x {context:,} + {reply:,} reply = {needed_tokens:,} tokens '
@@ -147,28 +379,46 @@ def capacity_plan(recipe, fail=True):
                 f'; needs {needed_pages} KV pool pages, the pool has {pool_pages} '
                 f'(pages of {page_tokens:,} tokens)')
         problems.append(message)
-
-    memory_used = weights + engram + pool_bytes
-    memory_left = node_memory - memory_used
-    if memory_used + floor > node_memory:
-        problems.append(
-            f'weights {_gib(weights)} + engram {_gib(engram)} + KV pool {_gib(pool_bytes)} '
-            f'+ floor {_gib(floor)} = {_gib(memory_used + floor)} exceeds node memory '
-            f'{_gib(node_memory)} by {_gib(memory_used + floor - node_memory)} '
-            f'({memory_used + floor - node_memory:,} bytes)')
-
-    if problems and fail:
-        raise AnsibleFilterError('capacity_plan: the recipe does not fit: ' + '; and '.join(problems))
-    return {
-        'fits': not problems,
+    parts = [('weights', weights), ('engram', engram), ('KV pool', pool_bytes), ('floor', floor)]
+    memory = _memory_problem(parts, node_memory)
+    if memory:
+        problems.append(memory)
+    pages = '' if page_tokens is None else f' ({needed_pages:,} of {pool_pages:,} pages of {page_tokens:,})'
+    summary = (
+        f'token-pool: {_plural(slots, "slot")} x {context:,} + {reply:,} reply = {needed_tokens:,} tokens '
+        f'{"<=" if not short else ">"} pool {pool_tokens:,} tokens{pages} = {_gib(pool_bytes)} at '
+        f'{_decimals(kv / KIB)} KiB/token; {_memory_summary(parts, node_memory)}')
+    return problems, summary, {
+        'kv_bytes_per_token': kv,
         'pool_tokens': pool_tokens,
-        'needed_tokens': needed_tokens,
         'pool_bytes': pool_bytes,
+        'needed_tokens': needed_tokens,
         'needed_pool_bytes': needed_pool_bytes,
-        'memory_used_bytes': memory_used,
-        'memory_left_bytes': memory_left,
-        'problems': problems,
+        'page_tokens': page_tokens,
+        'pool_pages': pool_pages,
+        'needed_pages': needed_pages,
+        'memory_used_bytes': weights + engram + pool_bytes,
+        'memory_needed_bytes': weights + engram + pool_bytes + floor,
+        'memory_left_bytes': node_memory - (weights + engram + pool_bytes),
     }
+
+
+_PLANS = {'zig-pool': _zig_pool, 'kv-per-token': _kv_per_token, 'token-pool': _token_pool}
+
+
+def capacity_plan(recipe, fail=True):
+    """Check a recipe by the capacity model of its engine (recipe['model']); see capacity_plan.yml."""
+    if not isinstance(recipe, dict):
+        raise AnsibleFilterError(f'capacity_plan: expected a recipe dict, got {type(recipe).__name__}')
+    model, ignored = _model(recipe)
+    problems, summary, figures = _PLANS[model](recipe)
+    if problems and fail:
+        raise AnsibleFilterError(
+            f'capacity_plan: the recipe does not fit ({model}): ' + '; and '.join(problems))
+    result = {'model': model, 'fits': not problems, 'problems': problems, 'summary': summary}
+    result.update(figures)
+    result['ignored'] = ignored
+    return result
 
 
 class FilterModule:
