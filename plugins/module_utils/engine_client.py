@@ -184,6 +184,33 @@ def error_message(text):
     return text[:300] if text else "(empty body)"
 
 
+# TensorFold's /health with --parallel: "A `--parallel` server adds `streams` (decoding, prefilling and the
+# maximum), and `context_length` is the served window" (ashhart/TensorFold docs/api.md @01ecc8d).
+STREAMS_KEYS = ("decoding", "prefilling", "max")
+
+
+def health_streams(body):
+    """(streams, note) from a /health body: TensorFold's ``streams`` as ``{decoding, prefilling, max}``.
+
+    ``(None, None)`` when the body has no ``streams`` (one request at a time, API keys on, vLLM, llama.cpp);
+    ``(None, note)`` when it has one of another shape: it is reported, not guessed at.
+    """
+    if not isinstance(body, dict) or "streams" not in body:
+        return None, None
+    streams = body["streams"]
+    if isinstance(streams, dict) and all(
+            isinstance(streams.get(key), int) and not isinstance(streams.get(key), bool) for key in STREAMS_KEYS):
+        return {key: streams[key] for key in STREAMS_KEYS}, None
+    shown = json.dumps(streams, sort_keys=True)
+    return None, (f"/health's streams is not TensorFold's {{decoding, prefilling, max}} and was not read: "
+                  f"{shown[:200]}")
+
+
+def _llama_cpp_ignored_prompt(data):
+    """True for llama.cpp's answer to a /tokenize body without ``content``: ``{"tokens": []}``, no ``count``."""
+    return isinstance(data, dict) and data.get("tokens") == [] and "count" not in data
+
+
 class EngineClient:
     """Talks to one engine endpoint: ``url`` like ``http://127.0.0.1:8000`` (a trailing ``/`` or ``/v1`` is fine).
 
@@ -297,11 +324,24 @@ class EngineClient:
         return [str(item["id"]) for item in data if isinstance(item, dict) and "id" in item]
 
     def tokenize(self, text):
-        """Token count of ``text`` from POST /tokenize; None when the server has no /tokenize."""
-        resp = self.request("POST", "/tokenize", {"content": text})
-        if resp.status in (400, 422) and self.model:
-            # vLLM's /tokenize wants {"model", "prompt"}.
-            resp = self.request("POST", "/tokenize", {"model": self.model, "prompt": text})
+        """Token count of ``text`` from POST /tokenize; None when the server has no /tokenize.
+
+        TensorFold and vLLM take vLLM's fields (ashhart/TensorFold docs/api.md @01ecc8d: "`/tokenize`
+        takes vLLM's fields: a `prompt` string ... It returns `count`, `max_model_len` ... and
+        `tokens`"), so ``{"prompt": text}`` goes first, with ``model`` when the client has one; the
+        answer's ``count`` is read, else the length of ``tokens``. llama.cpp's /tokenize takes
+        ``content`` instead: ``{"content": text}`` is sent only to a server that refuses ``prompt``
+        (400 or 422), or that answers it as llama.cpp's server does, with an empty ``tokens`` list and
+        no ``count`` (tools/server: the text is read only ``if (body.count("content") != 0)``). With
+        API keys on, tokenization needs the key too ("All `/v1/*`, tokenization, metrics ... require a
+        key"): the Bearer header goes with every request of this client.
+        """
+        body = {"prompt": text}
+        if self.model:
+            body["model"] = self.model
+        resp = self.request("POST", "/tokenize", body)
+        if resp.status in (400, 422) or (text and resp.status == 200 and _llama_cpp_ignored_prompt(resp.json)):
+            resp = self.request("POST", "/tokenize", {"content": text})
         if resp.status in NO_TOKENIZE:
             return None
         if resp.status != 200:
@@ -309,12 +349,13 @@ class EngineClient:
                 f"POST /tokenize answered {resp.status}: {error_message(resp.text)}", "http", resp.status, resp.text
             )
         data = resp.json if isinstance(resp.json, dict) else {}
-        if isinstance(data.get("count"), int):
-            return data["count"]
+        count = data.get("count")
+        if isinstance(count, int) and not isinstance(count, bool):
+            return count
         if isinstance(data.get("tokens"), list):
             return len(data["tokens"])
-        raise EngineError(f"POST /tokenize answered without a token list: {resp.text[:200]!r}", "protocol",
-                          resp.status, resp.text)
+        raise EngineError(f"POST /tokenize answered without a count or a token list: {resp.text[:200]!r}",
+                          "protocol", resp.status, resp.text)
 
     # --- streams ----------------------------------------------------------------------------
     def _body(self, base, max_tokens, temperature, extra):

@@ -18,7 +18,9 @@ description:
   - >-
     Reads C(/health) as TensorFold, vLLM and llama.cpp answer it. Connection refused means the engine is
     still loading (TensorFold opens HTTP only once the model is loaded). TensorFold's
-    C({"ok": true, ...}) or, with API keys on, C({"status": "ok"}) means ready; a 503 with
+    C({"ok": true, "backend": "tensorfold", "busy": false, ..., "context_length": N}) (a C(--parallel) server adds
+    C("streams": {"decoding": d, "prefilling": p, "max": N})) or, with API keys on, C({"status": "ok"}) means
+    ready; a 503 with
     C({"ok": false, "error": ...}) is fatal (a rank was lost; the engine exits and its service restarts it);
     vLLM's empty 200 means ready; llama.cpp's 503 C({"error": {"message": "Loading model"}}) means still
     loading, its C({"status": "ok"}) ready. A server without C(/health) (404) is judged by C(/v1/models).
@@ -137,7 +139,23 @@ health:
       a body that is not JSON; an empty dict when C(/health) never answered.
   returned: always
   type: dict
-  sample: {ok: true, requests_running: 0, streams: {active: 0, queued: 0, slots: 4}, context_length: 1048576}
+  sample:
+    ok: true
+    backend: tensorfold
+    busy: false
+    requests_running: 0
+    requests_total: 32
+    streams: {decoding: 0, prefilling: 0, max: 4}
+    context_length: 1048576
+streams:
+  description:
+    - >-
+      TensorFold's C(streams) from the last C(/health) answer of a C(--parallel) server: C(decoding), C(prefilling)
+      and C(max) (the C(--parallel) it serves). Null when C(/health) has none (one request at a time, API keys on,
+      vLLM, llama.cpp). A C(streams) of another shape is not read; a warning says so.
+  returned: always
+  type: dict
+  sample: {decoding: 1, prefilling: 0, max: 4}
 models:
   description: The model ids C(/v1/models) listed (empty when it was not reached).
   returned: always
@@ -182,6 +200,7 @@ from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_client im
     EngineClient,
     EngineError,
     error_message,
+    health_streams,
 )
 
 HINTS = {
@@ -376,10 +395,14 @@ def main():
     result = {"changed": False, "ready": False, "ttft_s": None, "decode_tok_s": None, "reply": None}
 
     def finish(ok, msg=None):
+        streams, note = health_streams(probe.health)
+        if note:
+            module.warn(note)
         result.update({
             "state": probe.state or "unknown",
             "state_detail": probe.detail,
             "health": probe.health,
+            "streams": streams,
             "models": probe.models,
             "probes": probe.probes,
             "elapsed_s": round(time.monotonic() - start, 3),

@@ -9,7 +9,7 @@ import pytest
 from ansible_collections.sparkfold.cluster.plugins.module_utils import engine_bench as eb
 from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_client import EngineClient
 
-from tests.unit.fake_openai import FakeEngine, chat_chunks, models_list
+from tests.unit.fake_openai import FakeEngine, chat_chunks, models_list, tokenize_vllm
 
 
 def test_summarize():
@@ -73,7 +73,7 @@ def test_filler_is_deterministic():
 
 
 def _fake_with_tokenize(fake):
-    fake.route("POST", "/tokenize", lambda body, n: (200, {"tokens": [1] * len(body["content"].split())}))
+    fake.route("POST", "/tokenize", tokenize_vllm())
     return fake
 
 

@@ -6,7 +6,7 @@ from ansible_collections.sparkfold.cluster.plugins.module_utils import engine_ch
 from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_client import EngineClient
 
 from tests.labengine import Cluster
-from tests.unit.fake_openai import FakeEngine, chat_chunks
+from tests.unit.fake_openai import FakeEngine, chat_chunks, tokenize_vllm
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +101,7 @@ def test_needle_too_long_for_the_context(client):
 
 def _fake_passphrase_server(reply_for):
     fake = FakeEngine()
-    fake.route("POST", "/tokenize", lambda body, n: (200, {"tokens": body["content"].split()}))
+    fake.route("POST", "/tokenize", tokenize_vllm())
 
     def chat(body, n):
         text = body["messages"][-1]["content"]

@@ -4,10 +4,21 @@
 import time
 
 import pytest
-from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_client import EngineClient, EngineError
+from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_client import (
+    EngineClient,
+    EngineError,
+    health_streams,
+)
 
 from tests.labengine import Cluster, free_port
-from tests.unit.fake_openai import FakeEngine, chat_chunks, silent_server
+from tests.unit.fake_openai import (
+    FakeEngine,
+    chat_chunks,
+    silent_server,
+    tensorfold_health,
+    tokenize_llama_cpp,
+    tokenize_vllm,
+)
 
 DECODE_TOK_S = 100.0  # tests/labengine.py SIM_ENV
 TTFT_BASE_S = 0.020
@@ -168,3 +179,78 @@ def test_thinking_chunks_count_for_timing_but_not_text():
     assert r.ok and r.text == "391" and r.reasoning == "Let me think."
     assert r.chunks == 3 and r.completion_tokens == 1  # usage of the fake counts the answer only
     assert r.t_first <= r.t_last
+
+
+# --- /tokenize: vLLM's fields first (TensorFold, vLLM), llama.cpp's content only when prompt is not read ---
+
+
+def tokenize_calls(fake):
+    return [(c[2], c[3].get("Authorization")) for c in fake.calls if c[1] == "/tokenize"]
+
+
+def test_tokenize_sends_vllms_prompt_with_the_model_and_key_and_reads_count():
+    def tensorfold(body, n):  # count is what counts: here it differs from the token list on purpose
+        return 200, {"count": 7, "max_model_len": 1048576, "tokens": [1, 2, 3]}
+
+    with FakeEngine() as fake:
+        fake.route("POST", "/tokenize", tensorfold)
+        assert EngineClient(fake.url, api_key="k", model="deepseek-v4.1-flash").tokenize("a b c") == 7
+    assert tokenize_calls(fake) == [({"prompt": "a b c", "model": "deepseek-v4.1-flash"}, "Bearer k")]
+
+
+def test_tokenize_vllm_without_a_model_name():
+    with FakeEngine() as fake:
+        fake.route("POST", "/tokenize", tokenize_vllm(max_model_len=614400))
+        assert EngineClient(fake.url).tokenize("one two three four") == 4
+    assert tokenize_calls(fake) == [({"prompt": "one two three four"}, None)]
+
+
+def test_tokenize_llama_cpp_reads_content_only():
+    # llama.cpp answers a body without content with an empty token list, not an error.
+    with FakeEngine() as fake:
+        fake.route("POST", "/tokenize", tokenize_llama_cpp)
+        c = EngineClient(fake.url, api_key="k")
+        assert c.tokenize("one two three") == 3
+        assert c.tokenize("") == 0
+    assert tokenize_calls(fake) == [
+        ({"prompt": "one two three"}, "Bearer k"),
+        ({"content": "one two three"}, "Bearer k"),
+        ({"prompt": ""}, "Bearer k"),
+    ]
+
+
+def test_tokenize_falls_back_to_content_on_400_or_422():
+    for status in (400, 422):
+        with FakeEngine() as fake:
+            fake.route("POST", "/tokenize", lambda body, n, status=status: (
+                (200, {"tokens": body["content"].split()}) if "content" in body
+                else (status, {"error": "missing string content"})))
+            assert EngineClient(fake.url).tokenize("a b") == 2
+        assert [body for body, _key in tokenize_calls(fake)] == [{"prompt": "a b"}, {"content": "a b"}]
+
+
+def test_tokenize_errors():
+    with FakeEngine() as fake:
+        fake.route("POST", "/tokenize", lambda body, n: (401, {"error": {"message": "invalid API key"}}))
+        with pytest.raises(EngineError) as err:
+            EngineClient(fake.url).tokenize("a")
+        assert err.value.kind == "http" and err.value.status == 401 and "invalid API key" in str(err.value)
+        fake.route("POST", "/tokenize", lambda body, n: (200, {"ids": [1]}))
+        with pytest.raises(EngineError) as err:
+            EngineClient(fake.url).tokenize("a")
+        assert err.value.kind == "protocol" and "without a count or a token list" in str(err.value)
+
+
+# --- /health streams: TensorFold's {decoding, prefilling, max} ---------------------------------------------
+
+
+def test_health_streams_reads_tensorfolds_shape_only():
+    assert health_streams(tensorfold_health(1048576, parallel=4, decoding=2, prefilling=1)) == (
+        {"decoding": 2, "prefilling": 1, "max": 4}, None)
+    assert health_streams(tensorfold_health()) == (None, None)  # one request at a time: no streams
+    assert health_streams({"status": "ok"}) == (None, None)
+    assert health_streams({}) == (None, None)
+    streams, note = health_streams({"ok": True, "streams": {"active": 0, "queued": 0, "slots": 4}})
+    assert streams is None
+    assert note == ("/health's streams is not TensorFold's {decoding, prefilling, max} and was not read: "
+                    '{"active": 0, "queued": 0, "slots": 4}')

@@ -8,7 +8,7 @@ import pytest
 from ansible_collections.sparkfold.cluster.plugins.modules import engine_health
 
 from tests.labengine import Cluster, free_port, request, wait_until
-from tests.unit.fake_openai import FakeEngine, chat_chunks, models_list, silent_server
+from tests.unit.fake_openai import FakeEngine, chat_chunks, models_list, silent_server, tensorfold_health
 from tests.unit.module_runner import module_runner
 
 
@@ -32,7 +32,7 @@ def test_ready_pair_with_chat_check(run, pair):
     kind, result, _warnings = run({"url": url(pair.port), "served_name": "dsv41-sim", "chat_check": True})
     assert kind == "exit", result
     assert result["ready"] is True and result["changed"] is False and result["state"] == "ready"
-    assert result["health"]["ok"] is True and result["health"]["streams"]["slots"] == 2
+    assert result["health"]["ok"] is True and "streams" in result["health"]
     assert result["models"] == ["dsv41-sim"] and result["reply"] == "17 * 23 = 391"
     assert 0 < result["ttft_s"] < 0.5 and 70 < result["decode_tok_s"] < 130
 
@@ -110,6 +110,36 @@ def test_api_key(run, engine_bin, tmp_path):
     assert kind_bad == "fail" and "refused the API key given" in bad["msg"]
 
 
+@pytest.mark.parametrize(
+    ("health", "streams"),
+    [
+        (tensorfold_health(1048576, parallel=4, decoding=1, running=1), {"decoding": 1, "prefilling": 0, "max": 4}),
+        (tensorfold_health(65538), None),  # one request at a time: no streams
+        ({"status": "ok"}, None),  # API keys on
+    ],
+    ids=["parallel", "serial", "api-key-mode"],
+)
+def test_tensorfold_health_and_its_streams(run, health, streams):
+    with FakeEngine() as fake:
+        fake.route("GET", "/health", lambda body, n: (200, health))
+        fake.route("GET", "/v1/models", lambda body, n: (200, models_list("deepseek-v4.1-flash")))
+        kind, result, warnings = run({"url": fake.url, "served_name": "deepseek-v4.1-flash"})
+    assert kind == "exit", result
+    assert result["ready"] and result["health"] == health and result["streams"] == streams
+    assert warnings == []
+
+
+def test_streams_of_another_shape_are_reported_not_read(run):
+    health = {"ok": True, "requests_running": 0, "streams": {"active": 0, "queued": 0, "slots": 2}}
+    with FakeEngine() as fake:
+        fake.route("GET", "/health", lambda body, n: (200, health))
+        fake.route("GET", "/v1/models", lambda body, n: (200, models_list("m")))
+        kind, result, warnings = run({"url": fake.url})
+    assert kind == "exit" and result["ready"] and result["streams"] is None
+    assert warnings == ["/health's streams is not TensorFold's {decoding, prefilling, max} and was not read: "
+                        '{"active": 0, "queued": 0, "slots": 2}']
+
+
 def test_vllm_empty_200(run):
     with FakeEngine() as fake:
         fake.route("GET", "/health", lambda body, n: (200, ""))
@@ -117,7 +147,8 @@ def test_vllm_empty_200(run):
         fake.route("POST", "/v1/chat/completions", lambda body, n: (200, chat_chunks("The answer is 391.")))
         kind, result, _warnings = run({"url": fake.url, "served_name": "deepseek-v4.1-flash", "chat_check": True})
     assert kind == "exit", result
-    assert result["ready"] and result["health"] == {} and result["reply"] == "The answer is 391."
+    assert result["ready"] and result["health"] == {} and result["streams"] is None
+    assert result["reply"] == "The answer is 391."
     chat = next(c for c in fake.calls if c[1] == "/v1/chat/completions")[2]
     assert chat["model"] == "deepseek-v4.1-flash" and chat["messages"][0]["content"] == "What is 17 * 23?"
 
