@@ -445,16 +445,48 @@ def table_lines(checks, detail_width=90):
     return lines
 
 
+def _positive_int(value):
+    """``value`` when it is a whole number > 0 (not a bool), else None."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    return None
+
+
 def engine_context(client):
-    """The engine's context length: /health's ``context_length`` (TensorFold) or /v1/models' ``max_model_len``
-    (TensorFold, vLLM); None when neither says. Raises EngineError when the engine does not answer."""
+    """The context length the engine serves, in tokens; None when it does not say.
+
+    Read, in this order, from:
+
+    - /health ``context_length``: TensorFold ("`context_length` is the served window", ashhart/TensorFold
+      docs/api.md @01ecc8d); with API keys on its /health is only ``{"status": "ok"}``;
+    - /v1/models ``data[].max_model_len``: TensorFold and vLLM;
+    - llama.cpp: /v1/models ``data[].meta.n_ctx`` (some builds; never ``n_ctx_train``, the trained window)
+      and /props ``default_generation_settings.n_ctx`` (one slot's window: with ``--parallel`` each slot
+      gets a share of the context); when both answer, the smaller, since one request runs in one slot.
+
+    Only the entry of ``client.model`` counts when the client has one. Raises EngineError when the engine
+    does not answer /health or /v1/models at all.
+    """
     resp = client.health()
-    if resp.status == 200 and isinstance(resp.json, dict) and isinstance(resp.json.get("context_length"), int):
+    if resp.status == 200 and isinstance(resp.json, dict) and _positive_int(resp.json.get("context_length")):
         return resp.json["context_length"]
     resp = client.request("GET", "/v1/models")
     data = resp.json.get("data") if resp.status == 200 and isinstance(resp.json, dict) else None
+    n_ctx = []
     for item in data if isinstance(data, list) else []:
-        if (isinstance(item, dict) and isinstance(item.get("max_model_len"), int)
-                and (client.model is None or item.get("id") == client.model)):
+        if not isinstance(item, dict) or (client.model is not None and item.get("id") != client.model):
+            continue
+        if _positive_int(item.get("max_model_len")):
             return item["max_model_len"]
-    return None
+        meta = item.get("meta")
+        if isinstance(meta, dict) and _positive_int(meta.get("n_ctx")):
+            n_ctx.append(meta["n_ctx"])
+    try:
+        resp = client.request("GET", "/props")
+    except EngineError:
+        resp = None
+    if resp is not None and resp.status == 200 and isinstance(resp.json, dict):
+        settings = resp.json.get("default_generation_settings")
+        if isinstance(settings, dict) and _positive_int(settings.get("n_ctx")):
+            n_ctx.append(settings["n_ctx"])
+    return min(n_ctx) if n_ctx else None

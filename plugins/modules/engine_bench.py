@@ -114,8 +114,10 @@ options:
     default: {}
   prefill_tokens:
     description:
-      - Prompt lengths of the prefill ladder, in tokens. Lengths that do not fit the server's context (from
-        C(/health) when it says) are skipped and said so.
+      - Prompt lengths of the prefill ladder, in tokens. Lengths that do not fit the server's context are
+        skipped and said so. The context is read from C(/health) C(context_length) (TensorFold), C(/v1/models)
+        C(max_model_len) (TensorFold, vLLM), or llama.cpp's C(/v1/models) C(meta.n_ctx) and C(/props)
+        C(default_generation_settings.n_ctx) (one slot's window).
     type: list
     elements: int
     default: [4096, 8192, 16384, 32768, 65536, 131072, 262144]
@@ -278,6 +280,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sparkfold.cluster.plugins.module_utils import engine_bench as eb
+from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_checks import engine_context
 from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_client import (
     EngineClient,
     EngineError,
@@ -329,14 +332,6 @@ def _connect(module, client, wanted_model):
         module.fail_json(msg=f"{url} serves {', '.join(models)}, not {wanted_model}: set model (bench_served_name) "
                              "to the engine's --name")
     return health_json, models
-
-
-def _context_length(health, models_raw):
-    for source in (health or {}, models_raw or {}):
-        value = source.get("context_length") or source.get("max_model_len")
-        if isinstance(value, int) and value > 0:
-            return value
-    return None
 
 
 def main():
@@ -399,11 +394,10 @@ def main():
     model = p["model"] or models[0]
     client.model = model
     try:
-        models_raw = client.request("GET", "/v1/models").json
-        first = (models_raw or {}).get("data", [{}])[0] if isinstance(models_raw, dict) else {}
-    except (EngineError, IndexError, AttributeError):
-        first = {}
-    context = _context_length(health, first if isinstance(first, dict) else {})
+        context = engine_context(client)
+    except EngineError as exc:
+        context = None
+        module.warn(f"the server's context length could not be read ({exc}): no prompt is skipped for length")
 
     phases = [ph for ph in eb.PHASES if ph in p["phases"]]
     need_counter = "prefill" in phases or "needle" in phases

@@ -20,8 +20,9 @@ description:
     depths O(needle_depths) of a filler text of O(needle_tokens) tokens and asks for them; every passphrase
     must come back, in order. The prompt is sized with the engine's C(/tokenize) when it has one (the count of the
     message text, without the chat template), else with an estimate of 4 characters per token; the detail says
-    which. A prompt that cannot fit the engine's context (read from C(/health) or C(/v1/models)) fails the check
-    before it is sent.
+    which. A prompt that cannot fit the engine's context (C(/health) C(context_length), C(/v1/models)
+    C(max_model_len), or llama.cpp's C(meta.n_ctx) and C(/props) C(default_generation_settings.n_ctx)) fails the
+    check before it is sent.
   - V(determinism) sends the same greedy request on O(determinism_streams) streams at once; every reply must be
     the same text.
   - V(count) asks to count from 1 to O(count_to) and expects every number, in order.

@@ -6,7 +6,15 @@ from ansible_collections.sparkfold.cluster.plugins.module_utils import engine_ch
 from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_client import EngineClient
 
 from tests.labengine import Cluster
-from tests.unit.fake_openai import FakeEngine, chat_chunks, tokenize_vllm
+from tests.unit.fake_openai import (
+    FakeEngine,
+    chat_chunks,
+    llama_cpp_models,
+    llama_cpp_props,
+    models_list,
+    tensorfold_health,
+    tokenize_vllm,
+)
 
 
 @pytest.fixture(scope="module")
@@ -129,3 +137,58 @@ def test_determinism_mismatch_is_caught():
                    lambda body, n: (200, chat_chunks("the lamp turns" + (" slowly" if n == 3 else " fast"))))
         r = ec.run_determinism(EngineClient(fake.url), streams=4, max_tokens=8)
     assert not r["passed"] and "differs from stream 0 at character 15" in r["detail"]
+
+
+# --- the served context: TensorFold, vLLM and llama.cpp shapes ---------------------------------------------
+
+
+def _context_server(health, models=None, props=None):
+    fake = FakeEngine()
+    fake.route("GET", "/health", lambda body, n: health)
+    if models is not None:
+        fake.route("GET", "/v1/models", lambda body, n: (200, models))
+    if props is not None:
+        fake.route("GET", "/props", lambda body, n: (200, props))
+    return fake
+
+
+def paths(fake):
+    return [c[1] for c in fake.calls]
+
+
+def test_engine_context_tensorfold_health():
+    with _context_server((200, tensorfold_health(1048576, parallel=4))) as fake:
+        assert ec.engine_context(EngineClient(fake.url)) == 1048576
+    assert paths(fake) == ["/health"]
+
+
+def test_engine_context_vllm_max_model_len_of_the_served_model():
+    models = models_list("other", "deepseek-v4.1-flash")
+    models["data"][0]["max_model_len"] = 4096
+    models["data"][1]["max_model_len"] = 614400
+    with _context_server((200, ""), models) as fake:
+        assert ec.engine_context(EngineClient(fake.url, model="deepseek-v4.1-flash")) == 614400
+    assert paths(fake) == ["/health", "/v1/models"]
+
+
+def test_engine_context_llama_cpp_props_is_one_slots_window():
+    # meta has the trained window (n_ctx_train), not the served one; /props has one slot's n_ctx.
+    with _context_server((200, {"status": "ok"}), llama_cpp_models("model.gguf"), llama_cpp_props(8192)) as fake:
+        assert ec.engine_context(EngineClient(fake.url)) == 8192
+    assert paths(fake) == ["/health", "/v1/models", "/props"]
+
+
+def test_engine_context_llama_cpp_meta_n_ctx():
+    with _context_server((200, {"status": "ok"}), llama_cpp_models("model.gguf", n_ctx=32768)) as fake:
+        assert ec.engine_context(EngineClient(fake.url)) == 32768  # no /props: 404
+    # with --parallel 4 a slot gets a quarter: the smaller figure is what one request can use
+    with _context_server((200, {"status": "ok"}), llama_cpp_models("model.gguf", n_ctx=32768),
+                         llama_cpp_props(8192)) as fake:
+        assert ec.engine_context(EngineClient(fake.url)) == 8192
+
+
+def test_engine_context_unknown():
+    with _context_server((200, {"status": "ok"}), llama_cpp_models("model.gguf")) as fake:
+        assert ec.engine_context(EngineClient(fake.url)) is None
+    with _context_server((200, {"ok": True, "context_length": True}), models_list("m")) as fake:
+        assert ec.engine_context(EngineClient(fake.url)) is None

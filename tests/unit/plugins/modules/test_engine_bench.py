@@ -8,7 +8,14 @@ import pytest
 from ansible_collections.sparkfold.cluster.plugins.modules import engine_bench
 
 from tests.labengine import Cluster, free_port
-from tests.unit.fake_openai import FakeEngine, chat_chunks, models_list
+from tests.unit.fake_openai import (
+    FakeEngine,
+    chat_chunks,
+    llama_cpp_models,
+    llama_cpp_props,
+    models_list,
+    tokenize_llama_cpp,
+)
 from tests.unit.module_runner import module_runner
 
 DECODE_TOK_S = 100.0  # tests/labengine.py SIM_ENV
@@ -158,3 +165,25 @@ def test_estimate_without_tokenize_is_said(run, tmp_path):
     (row,) = result["measurements"]["prefill"]
     assert row["prompt_tokens"] == 1010 and row["prompt_tokens_source"] == "server usage"
     assert row["exact"] is False
+
+
+def test_prompts_over_llama_cpps_served_context_are_skipped(run):
+    # llama.cpp says its served window in /props (one slot's n_ctx); /v1/models' meta has only the trained one.
+    done = [{"choices": [{"index": 0, "text": "ok", "finish_reason": None}]},
+            {"choices": [{"index": 0, "text": "", "finish_reason": "stop"}],
+             "usage": {"prompt_tokens": 1000, "completion_tokens": 1}}, "[DONE]"]
+    with FakeEngine() as fake:
+        fake.route("GET", "/health", lambda body, n: (200, {"status": "ok"}))
+        fake.route("GET", "/v1/models", lambda body, n: (200, llama_cpp_models("model.gguf")))
+        fake.route("GET", "/props", lambda body, n: (200, llama_cpp_props(2048)))
+        fake.route("POST", "/tokenize", tokenize_llama_cpp)
+        fake.route("POST", "/v1/completions", lambda body, n: (200, done))
+        kind, result, warnings = run({"url": fake.url, "phases": ["prefill"], "prefill_tokens": [1000, 4096]})
+    assert kind == "exit", result
+    assert warnings == []
+    m = result["measurements"]
+    assert m["context_length"] == 2048 and m["token_counter"]["method"] == "server"
+    small, big = m["prefill"]
+    assert small["ok"] and small["skipped"] is None
+    assert big["skipped"] == "4096 + 4 tokens exceeds the server's context of 2048"
+    assert sum(1 for c in fake.calls if c[1] == "/v1/completions") == 1
