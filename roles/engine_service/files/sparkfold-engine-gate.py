@@ -96,7 +96,14 @@ def memory_gate(gib, timeout_s, interval_s, meminfo, proc_sys):
 
 
 def health_state(url, timeout_s):
-    """(ready, fatal, description) of one /health probe."""
+    """(ready, fatal, description) of one /health probe.
+
+    Ready: TensorFold's 200 {"ok": true, "backend": "tensorfold", "busy": ..., "context_length": N, ...}
+    (a --parallel server adds "streams": {"decoding", "prefilling", "max"}; ashhart/TensorFold docs/api.md),
+    its {"status": "ok"} with API keys on (llama.cpp's too), or vLLM's empty 200. Fatal: TensorFold's 503
+    {"ok": false, "error": ...} (a lost rank), or 503 {"status": "error"}, the same state with API keys on
+    (the reason is then only in the journal). Anything else: not ready yet (llama.cpp's 503 "Loading model").
+    """
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as resp:
             body = resp.read().decode("utf-8", "replace").strip()
@@ -105,7 +112,8 @@ def health_state(url, timeout_s):
         fatal = False
         try:
             parsed = json.loads(body)
-            fatal = isinstance(parsed, dict) and parsed.get("ok") is False
+            fatal = isinstance(parsed, dict) and (
+                parsed.get("ok") is False or (exc.code == 503 and parsed.get("status") == "error"))
         except ValueError:
             pass
         return False, fatal, f"HTTP {exc.code} {body[:200]}"
@@ -148,8 +156,9 @@ def ready_gate(url, timeout_s, interval_s, main_pid=None):
         if ready:
             log(f"engine ready: {url} answered {last}")
             return 0
-        # A 503 with ok=false is the engine's fatal state (a lost peer): it exits on its own, but
-        # stop waiting after a few consecutive answers so the unit fails with the reason.
+        # A 503 with ok=false (status=error with API keys on) is the engine's fatal state (a lost
+        # peer): it exits on its own, but stop waiting after a few consecutive answers so the unit
+        # fails with the reason.
         fatal_seen = fatal_seen + 1 if fatal else 0
         if fatal_seen >= 3:
             log(f"engine reports a fatal state: {url} answered {last}")

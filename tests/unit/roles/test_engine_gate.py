@@ -3,9 +3,10 @@
 """The engine units' start gates (roles/engine_service/files/sparkfold-engine-gate.py).
 
 memory: MemAvailable from a meminfo file against the gate, caches dropped through a /proc/sys
-tree (a temporary directory here); ready: /health shapes of TensorFold, vLLM and llama.cpp from
-tests/unit/fake_openai.py, the engine's death while waiting; watch: a unit's state from a stand-in
-`systemctl` on PATH.
+tree (a temporary directory here); ready: the /health shapes TensorFold (with and without --parallel's
+streams, with API keys on), vLLM and llama.cpp really answer, from tests/unit/fake_openai.py, the
+engine's fatal state and its death while waiting; watch: a unit's state from a stand-in `systemctl`
+on PATH.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import time
 
 import pytest
 
-from tests.unit.fake_openai import FakeEngine
+from tests.unit.fake_openai import FakeEngine, tensorfold_health
 
 GATE = pathlib.Path(__file__).resolve().parents[3] / "roles" / "engine_service" / "files" / "sparkfold-engine-gate.py"
 
@@ -132,13 +133,15 @@ def health_engine(answers):
 @pytest.mark.parametrize(
     "answers",
     [
-        [(200, {"ok": True, "requests_running": 0, "streams": {}, "context_length": 1048576})],
+        [(200, tensorfold_health())],
+        [(200, tensorfold_health(1048576, parallel=4))],
+        [(200, tensorfold_health(1048576, parallel=4, decoding=3, prefilling=1, running=4))],
         [(200, {"status": "ok"})],
         [(200, "")],
         [(503, {"error": {"message": "Loading model", "type": "unavailable_error", "code": 503}}),
          (200, {"status": "ok"})],
     ],
-    ids=["tensorfold", "api-key-mode", "vllm", "llama.cpp-loading"],
+    ids=["tensorfold", "tensorfold-parallel", "tensorfold-busy", "api-key-mode", "vllm", "llama.cpp-loading"],
 )
 def test_ready_gate_accepts_the_engines_health_shapes(gate, answers, capsys):
     with health_engine(answers) as engine:
@@ -146,10 +149,24 @@ def test_ready_gate_accepts_the_engines_health_shapes(gate, answers, capsys):
     assert "engine ready" in capsys.readouterr().err
 
 
-def test_ready_gate_stops_on_the_engines_fatal_state(gate, capsys):
-    with health_engine([(503, {"ok": False, "error": "follower rank 1 lost: connection closed"})]) as engine:
+@pytest.mark.parametrize(
+    "body",
+    [{"ok": False, "error": "follower rank 1 lost: connection closed"}, {"status": "error"}],
+    ids=["tensorfold", "api-key-mode"],
+)
+def test_ready_gate_stops_on_the_engines_fatal_state(gate, body, capsys):
+    started = time.monotonic()
+    with health_engine([(503, body)]) as engine:
         assert gate.main(["ready", "--url", engine.url + "/health", "--timeout", "30", "--interval", "0.05"]) == 1
+    assert time.monotonic() - started < 5
     assert "fatal state" in capsys.readouterr().err
+
+
+def test_ready_gate_waits_while_a_200_says_not_ok(gate, capsys):
+    with health_engine([(200, {"ok": False}), (200, {"status": "loading"}), (200, tensorfold_health())]) as engine:
+        assert gate.main(["ready", "--url", engine.url + "/health", "--timeout", "5", "--interval", "0.05"]) == 0
+        assert len(engine.calls) == 3
+    assert "engine ready" in capsys.readouterr().err
 
 
 def test_ready_gate_times_out_naming_the_last_answer(gate, capsys):
