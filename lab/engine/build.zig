@@ -7,8 +7,15 @@
 //!   zig build install native -Dtarget=<triple> -Doptimize=ReleaseSafe \
 //!       -Dnvcc=<path> -Dsm=<n> [-Dfatbins=DIR] [-Dcpu=..] [-Dstrip=..] --prefix OUT
 //!
-//! and installs OUT/bin/tensorfold-native (rank 0) and OUT/bin/tf-dsv41-lanes (followers).
-//! -Dnvcc, -Dsm and -Dfatbins are declared and recorded in the build-info string that both
+//! and installs where TensorFold's build installs (bertholomus/TensorFold zig/build/cuda.zig
+//! @bbf471aa61ce473994cac00b887983d781c7c4a4: tensorfold-native through addInstallArtifact with
+//! dest_dir custom "native/bin", the other programs through installArtifact):
+//!   OUT/native/bin/tensorfold-native   rank 0 (`serve`)
+//!   OUT/bin/tf-dsv41-lanes             followers
+//!   OUT/bin/tf-dsv41-rank-cache        a rank's weight file (TF_DS_RANK_CACHE)
+//!   OUT/libexec/dsv41-inputs/node_inputs.sh, make_token_map.py   a node's inputs (the lab's own
+//!       versions of tools/dsv41-zig/inputs/), so a deployment can run them without the source tree
+//! -Dnvcc, -Dsm and -Dfatbins are declared and recorded in the build-info string that the
 //! binaries print with --version; nothing here uses CUDA. -Dcpu is zig's own CPU option
 //! (from standardTargetOptions); -Dstrip strips the binaries.
 //!
@@ -51,11 +58,12 @@ pub fn build(b: *std.Build) void {
     options.addOption([]const u8, "zig_version", required_zig_text);
     const options_module = options.createModule();
 
-    const native_step = b.step("native", "Build tensorfold-native and tf-dsv41-lanes (simulated engine)");
+    const native_step = b.step("native", "Build tensorfold-native, tf-dsv41-lanes, tf-dsv41-rank-cache and the input tools (simulated engine)");
 
-    const binaries = [_]struct { name: []const u8, root: []const u8 }{
-        .{ .name = "tensorfold-native", .root = "src/tensorfold_native.zig" },
-        .{ .name = "tf-dsv41-lanes", .root = "src/tf_dsv41_lanes.zig" },
+    const binaries = [_]struct { name: []const u8, root: []const u8, dir: ?[]const u8 }{
+        .{ .name = "tensorfold-native", .root = "src/tensorfold_native.zig", .dir = "native/bin" },
+        .{ .name = "tf-dsv41-lanes", .root = "src/tf_dsv41_lanes.zig", .dir = null },
+        .{ .name = "tf-dsv41-rank-cache", .root = "src/tf_dsv41_rank_cache.zig", .dir = null },
     };
     for (binaries) |bin| {
         const exe = b.addExecutable(.{
@@ -68,7 +76,14 @@ pub fn build(b: *std.Build) void {
                 .imports = &.{.{ .name = "build_options", .module = options_module }},
             }),
         });
-        const install = b.addInstallArtifact(exe, .{});
+        const install = b.addInstallArtifact(exe, .{
+            .dest_dir = if (bin.dir) |d| .{ .override = .{ .custom = d } } else .default,
+        });
+        native_step.dependOn(&install.step);
+        b.getInstallStep().dependOn(&install.step);
+    }
+    for ([_][]const u8{ "node_inputs.sh", "make_token_map.py" }) |tool| {
+        const install = b.addInstallFileWithDir(b.path(b.fmt("tools/dsv41-zig/inputs/{s}", .{tool})), .{ .custom = "libexec/dsv41-inputs" }, tool);
         native_step.dependOn(&install.step);
         b.getInstallStep().dependOn(&install.step);
     }

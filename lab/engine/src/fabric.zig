@@ -2,13 +2,25 @@
 //! engine uses NCCL over the ConnectX-7 link; here only the life cycle is simulated.)
 //!
 //! Protocol, one text line per message:
-//!   follower -> rank 0   "HELLO <rank> <world> <kit>"
+//!   follower -> rank 0   "HELLO <rank> <world> <kit> pool=<n> rdma=<dev,dev|-> drafts=<0|1> graphs=<0|1>
+//!                         side=<0|1> prefetch=<0|1> aio=<0|1> cache=<rank cache index hash>
+//!                         engram_json=<sha256 of the kit's engram.json, 16 hex> rope=<the kit's RoPE rows>"
+//!                        (the kit path with "%" as %25 and spaces as %20)
 //!   rank 0 -> follower   "WELCOME <world>"  or  "REJECT <reason>" (then rank 0 closes)
 //!   both ways            "HB" every second (heartbeat)
 //!   rank 0 -> follower   "READY" once the HTTP API is open
 //! A follower is lost when its connection closes or no heartbeat arrives for 3 s; rank 0 then
 //! turns fatal (/health 503) and exits after SIM_FOLLOWER_GRACE_S. A follower exits when
 //! rank 0 goes away in the same way.
+//!
+//! Rank 0 checks that the follower runs what it runs, as the real follower must: "the same model
+//! directory, rank cache, kit, pool and port" (bertholomus/TensorFold zig/src/families/dsv41/native.zig
+//! @1a3d97e30112d58ffdb4dc07677d7222fa6af3c5), the same RDMA device count ("the RDMA gather needs the
+//! same device count on every rank") and the same switches (--graphs/--side/--prefetch/--aio mirror
+//! TF_DS_GRAPHS/TF_DS_HC_SIDE/TF_DS_L2_PREFETCH/TF_DS_ENGRAM_AIO, --drafts mirrors --no-drafts). A
+//! follower that differs is refused: rank 0 answers REJECT, logs `refusing follower rank R: <reason>`
+//! and exits 2; the follower logs the reason and exits 2. A wrong world, a rank out of range or a rank
+//! that already joined is only turned away (rank 0 keeps waiting), as before.
 
 const std = @import("std");
 const common = @import("common.zig");
@@ -21,6 +33,177 @@ pub const heartbeat_interval_ms: i64 = 1000;
 pub const heartbeat_timeout_ms: i64 = 3000;
 
 const thread_config: std.Thread.SpawnConfig = .{ .stack_size = 1 << 20 };
+
+/// What a follower says in its HELLO line.
+pub const Hello = struct {
+    rank: u32 = 0,
+    world: u32 = 0,
+    kit: []const u8 = "-",
+    pool: ?u64 = null,
+    /// comma-separated device names, or "-" for none
+    rdma: []const u8 = "-",
+    drafts: ?bool = null,
+    graphs: ?bool = null,
+    side: ?bool = null,
+    prefetch: ?bool = null,
+    aio: ?bool = null,
+    cache: []const u8 = "",
+    engram_json: []const u8 = "",
+    rope: ?u64 = null,
+
+    /// The HELLO line (without its newline).
+    pub fn format(h: Hello, w: *Io.Writer) Io.Writer.Error!void {
+        try w.print("HELLO {d} {d} ", .{ h.rank, h.world });
+        for (h.kit) |c| switch (c) {
+            '%' => try w.writeAll("%25"),
+            ' ' => try w.writeAll("%20"),
+            '\n', '\r' => try w.writeAll("%0A"),
+            else => try w.writeByte(c),
+        };
+        try w.print(" pool={d} rdma={s} drafts={d} graphs={d} side={d} prefetch={d} aio={d} cache={s} engram_json={s} rope={d}", .{
+            h.pool orelse 0,                     if (h.rdma.len == 0) "-" else h.rdma, @intFromBool(h.drafts orelse false),
+            @intFromBool(h.graphs orelse false), @intFromBool(h.side orelse false),    @intFromBool(h.prefetch orelse false),
+            @intFromBool(h.aio orelse false),    h.cache,                              h.engram_json,
+            h.rope orelse 0,
+        });
+    }
+
+    /// Parses a HELLO line; null when it is not one. Fields left out stay null / empty.
+    pub fn parse(arena: std.mem.Allocator, line: []const u8) ?Hello {
+        var it = std.mem.tokenizeScalar(u8, line, ' ');
+        if (!std.mem.eql(u8, it.next() orelse "", "HELLO")) return null;
+        var h: Hello = .{};
+        h.rank = std.fmt.parseInt(u32, it.next() orelse return null, 10) catch return null;
+        h.world = std.fmt.parseInt(u32, it.next() orelse return null, 10) catch return null;
+        h.kit = unescape(arena, it.next() orelse "-") catch return null;
+        while (it.next()) |field| {
+            const eq = std.mem.findScalar(u8, field, '=') orelse continue;
+            const k = field[0..eq];
+            const v = field[eq + 1 ..];
+            if (std.mem.eql(u8, k, "pool")) {
+                h.pool = std.fmt.parseInt(u64, v, 10) catch null;
+            } else if (std.mem.eql(u8, k, "rdma")) {
+                h.rdma = v;
+            } else if (std.mem.eql(u8, k, "drafts")) {
+                h.drafts = !std.mem.eql(u8, v, "0");
+            } else if (std.mem.eql(u8, k, "graphs")) {
+                h.graphs = !std.mem.eql(u8, v, "0");
+            } else if (std.mem.eql(u8, k, "side")) {
+                h.side = !std.mem.eql(u8, v, "0");
+            } else if (std.mem.eql(u8, k, "prefetch")) {
+                h.prefetch = !std.mem.eql(u8, v, "0");
+            } else if (std.mem.eql(u8, k, "aio")) {
+                h.aio = !std.mem.eql(u8, v, "0");
+            } else if (std.mem.eql(u8, k, "cache")) {
+                h.cache = v;
+            } else if (std.mem.eql(u8, k, "engram_json")) {
+                h.engram_json = v;
+            } else if (std.mem.eql(u8, k, "rope")) {
+                h.rope = std.fmt.parseInt(u64, v, 10) catch null;
+            }
+        }
+        return h;
+    }
+};
+
+fn unescape(arena: std.mem.Allocator, s: []const u8) ![]const u8 {
+    var out: std.ArrayList(u8) = .empty;
+    var i: usize = 0;
+    while (i < s.len) : (i += 1) {
+        if (s[i] == '%' and i + 2 < s.len) {
+            const b = std.fmt.parseInt(u8, s[i + 1 .. i + 3], 16) catch {
+                try out.append(arena, s[i]);
+                continue;
+            };
+            try out.append(arena, b);
+            i += 2;
+        } else try out.append(arena, s[i]);
+    }
+    return out.items;
+}
+
+/// One of rank 0's switches that a follower mirrors with a `--key 0|1` pair.
+pub const Switch = struct {
+    /// the follower's key, e.g. "--graphs"
+    key: []const u8,
+    /// rank 0's variable, e.g. "TF_DS_GRAPHS"
+    env: []const u8,
+    /// the variable's text as set (null: unset)
+    env_text: ?[]const u8,
+    on: bool,
+};
+
+/// What rank 0 runs, for the consistency checks of a follower's HELLO.
+pub const Expect = struct {
+    /// --context (the pool holds --context positions for every stream together)
+    context: u64,
+    /// TF_RDMA_DEVICES (null: unset or empty)
+    rdma: ?[]const u8,
+    drafts: bool,
+    graphs: Switch,
+    side: Switch,
+    prefetch: Switch,
+    aio: Switch,
+    engram_json: []const u8,
+    rope_rows: u64,
+    /// the rank cache hash each rank must have for rank 0's model directory (index: rank)
+    caches: []const []const u8,
+    model: []const u8,
+};
+
+/// Why rank 0 refuses a follower whose HELLO does not match what rank 0 runs, or null.
+pub fn mismatch(arena: std.mem.Allocator, e: *const Expect, h: Hello) std.mem.Allocator.Error!?[]const u8 {
+    const r = h.rank;
+    const pool = h.pool orelse return try std.fmt.allocPrint(arena, "rank {d} sent no pool (an older follower?)", .{r});
+    if (pool != e.context) return try std.fmt.allocPrint(
+        arena,
+        "rank {d}'s --pool {d} is not rank 0's --context {d}: the pool holds --context positions for every stream together",
+        .{ r, pool, e.context },
+    );
+    if (!sameDevices(h.rdma, e.rdma orelse "-")) {
+        const theirs = if (std.mem.eql(u8, h.rdma, "-")) "NCCL (no --rdma)" else try std.fmt.allocPrint(arena, "rdma {s}", .{h.rdma});
+        const ours = if (e.rdma) |d| try std.fmt.allocPrint(arena, "TF_RDMA_DEVICES={s}", .{d}) else "NCCL (TF_RDMA_DEVICES unset)";
+        return try std.fmt.allocPrint(arena, "rank {d} gathers over {s}, rank 0 over {s}: the RDMA gather needs the same device count on every rank", .{ r, theirs, ours });
+    }
+    const theirs = [_]?bool{ h.graphs, h.side, h.prefetch, h.aio };
+    const ours = [_]Switch{ e.graphs, e.side, e.prefetch, e.aio };
+    for (theirs, ours) |t, o| {
+        const on = t orelse false;
+        if (on == o.on) continue;
+        if (o.env_text) |text| return try std.fmt.allocPrint(arena, "rank {d} {s} {d} but rank 0 {s}={s}", .{ r, o.key, @intFromBool(on), o.env, text });
+        return try std.fmt.allocPrint(arena, "rank {d} {s} {d} but rank 0 {s} unset", .{ r, o.key, @intFromBool(on), o.env });
+    }
+    if ((h.drafts orelse true) != e.drafts) {
+        return if (e.drafts)
+            try std.fmt.allocPrint(arena, "rank {d} --drafts 0 but rank 0 drafts (no --no-drafts)", .{r})
+        else
+            try std.fmt.allocPrint(arena, "rank {d} --drafts 1 but rank 0 runs --no-drafts", .{r});
+    }
+    if (!std.mem.eql(u8, h.engram_json, e.engram_json))
+        return try std.fmt.allocPrint(arena, "rank {d}'s kit {s} has another engram.json than rank 0's TF_DS_KIT (the same kit on every rank)", .{ r, h.kit });
+    if ((h.rope orelse 0) != e.rope_rows)
+        return try std.fmt.allocPrint(arena, "rank {d}'s kit {s} has RoPE tables of {d} rows, rank 0's TF_DS_KIT {d} (the same kit on every rank)", .{ r, h.kit, h.rope orelse 0, e.rope_rows });
+    if (r < e.caches.len and !std.mem.eql(u8, h.cache, e.caches[r]))
+        return try std.fmt.allocPrint(
+            arena,
+            "rank {d}'s rank cache (index {s}) was made from another checkpoint than rank 0's {s} (index {s}): the same model directory on every rank",
+            .{ r, h.cache, e.model, e.caches[r] },
+        );
+    return null;
+}
+
+/// Same device list: the same count and names, in order ("-" or "" is none).
+fn sameDevices(a: []const u8, b: []const u8) bool {
+    var ia = std.mem.tokenizeAny(u8, if (std.mem.eql(u8, a, "-")) "" else a, ", ");
+    var ib = std.mem.tokenizeAny(u8, if (std.mem.eql(u8, b, "-")) "" else b, ", ");
+    while (true) {
+        const x = ia.next();
+        const y = ib.next();
+        if (x == null and y == null) return true;
+        if (x == null or y == null) return false;
+        if (!std.mem.eql(u8, x.?, y.?)) return false;
+    }
+}
 
 /// Rank 0's view of one follower (indexed by rank; slot 0 is unused).
 const Peer = struct {
@@ -49,6 +232,8 @@ pub const Rendezvous = struct {
     serving: std.atomic.Value(bool) = .init(false),
     fatal: *common.Fatal,
     grace_ms: i64,
+    /// What a follower must match (pool, RDMA devices, switches, kit, rank cache).
+    expect: *const Expect,
     mutex: Io.Mutex = .init,
     server: net.Server = undefined,
 
@@ -86,7 +271,7 @@ pub const Rendezvous = struct {
     /// Handshake with one connection, then read its heartbeats until it goes away.
     fn peerLoop(rv: *Rendezvous, stream: net.Stream) void {
         const io = rv.io;
-        var rbuf: [512]u8 = undefined;
+        var rbuf: [4096]u8 = undefined;
         var sr = stream.reader(io, &rbuf);
         const r = &sr.interface;
         const hello = readLine(r) orelse {
@@ -104,27 +289,31 @@ pub const Rendezvous = struct {
         peer.markLost("connection closed");
     }
 
-    /// Validates a HELLO line; answers WELCOME (and returns the rank) or REJECT.
-    fn admit(rv: *Rendezvous, stream: net.Stream, hello: []const u8) ?u32 {
+    /// Validates a HELLO line; answers WELCOME (and returns the rank) or REJECT. A follower that does
+    /// not run what rank 0 runs is refused and rank 0 exits 2.
+    fn admit(rv: *Rendezvous, stream: net.Stream, line: []const u8) ?u32 {
         const io = rv.io;
-        var it = std.mem.tokenizeScalar(u8, hello, ' ');
-        const verb = it.next() orelse "";
-        const rank_text = it.next() orelse "";
-        const world_text = it.next() orelse "";
-        const kit = it.next() orelse "-";
-        const rank = std.fmt.parseInt(u32, rank_text, 10) catch 0;
-        const world = std.fmt.parseInt(u32, world_text, 10) catch 0;
+        var arena_state = std.heap.ArenaAllocator.init(std.heap.page_allocator);
+        defer arena_state.deinit();
+        const arena = arena_state.allocator();
+        const hello = Hello.parse(arena, line);
 
         var reason: ?[]const u8 = null;
+        var fatal = false;
         rv.mutex.lockUncancelable(io);
-        if (!std.mem.eql(u8, verb, "HELLO")) {
+        if (hello) |h| {
+            if (h.world != rv.world) {
+                reason = std.fmt.allocPrint(arena, "rank {d} runs WORLD {d}, rank 0 TF_TP_WORLD={d}", .{ h.rank, h.world, rv.world }) catch "world size mismatch";
+            } else if (h.rank == 0 or h.rank >= rv.world) {
+                reason = std.fmt.allocPrint(arena, "rank {d} is out of range: followers are ranks 1..{d}", .{ h.rank, rv.world - 1 }) catch "rank out of range";
+            } else if (rv.peers[h.rank].joined.load(.acquire)) {
+                reason = std.fmt.allocPrint(arena, "rank {d} already joined", .{h.rank}) catch "rank already joined";
+            } else if (mismatch(arena, rv.expect, h) catch "out of memory") |why| {
+                reason = why;
+                fatal = true;
+            }
+        } else {
             reason = "bad hello";
-        } else if (world != rv.world) {
-            reason = "world size mismatch";
-        } else if (rank == 0 or rank >= rv.world) {
-            reason = "rank out of range";
-        } else if (rv.peers[rank].joined.load(.acquire)) {
-            reason = "rank already joined";
         }
         if (reason == null) {
             sendLine(io, stream, "WELCOME {d}", .{rv.world}) catch {
@@ -132,18 +321,24 @@ pub const Rendezvous = struct {
             };
         }
         if (reason == null) {
-            const peer = &rv.peers[rank];
+            const h = hello.?;
+            const peer = &rv.peers[h.rank];
             peer.stream = stream;
             peer.last_seen_ms.store(common.nowMs(io), .release);
             peer.joined.store(true, .release);
             const n = rv.joined_count.fetchAdd(1, .acq_rel) + 1;
             rv.mutex.unlock(io);
-            log("follower joined: rank {d} of {d} (kit {s}); {d}/{d} followers", .{ rank, rv.world, kit, n, rv.world - 1 });
-            return rank;
+            log("follower joined: rank {d} of {d} (kit {s}, pool {d}, rdma {s}); {d}/{d} followers", .{ h.rank, rv.world, h.kit, h.pool orelse 0, h.rdma, n, rv.world - 1 });
+            return h.rank;
+        }
+        sendLine(io, stream, "REJECT {s}", .{reason.?}) catch {};
+        if (fatal) {
+            log("refusing follower rank {d}: {s}", .{ hello.?.rank, reason.? });
+            log("exiting with status {d}", .{common.exit_refused});
+            std.process.exit(common.exit_refused);
         }
         rv.mutex.unlock(io);
-        log("rendezvous: rejected a connection ({s}): '{s}'", .{ reason.?, hello });
-        sendLine(io, stream, "REJECT {s}", .{reason.?}) catch {};
+        log("rendezvous: rejected a connection ({s}): '{s}'", .{ reason.?, line });
         stream.close(io);
         return null;
     }
@@ -201,7 +396,7 @@ pub const Follower = struct {
     io: Io,
     rank: u32,
     world: u32,
-    kit: []const u8,
+    hello: Hello,
     master: net.IpAddress,
     connect_timeout_ms: i64,
     stream: net.Stream = undefined,
@@ -224,19 +419,22 @@ pub const Follower = struct {
             common.sleepMs(io, 250);
         };
 
-        sendLine(io, f.stream, "HELLO {d} {d} {s}", .{ f.rank, f.world, f.kit }) catch |err| {
+        sendLine(io, f.stream, "{f}", .{f.hello}) catch |err| {
             log("fatal: hello to rank 0 failed: {t}", .{err});
             std.process.exit(common.exit_peer_lost);
         };
-        var rbuf: [512]u8 = undefined;
+        var rbuf: [4096]u8 = undefined;
         var sr = f.stream.reader(io, &rbuf);
         const r = &sr.interface;
         const answer = readLine(r) orelse {
             log("fatal: rank 0 closed the connection during the handshake", .{});
             std.process.exit(common.exit_peer_lost);
         };
+        if (std.mem.startsWith(u8, answer, "REJECT ")) {
+            common.refuse("rank 0 refused rank {d}: {s}", .{ f.rank, answer["REJECT ".len..] });
+        }
         if (!std.mem.startsWith(u8, answer, "WELCOME")) {
-            log("fatal: rank 0 refused rank {d}: {s}", .{ f.rank, answer });
+            log("fatal: rank 0 answered the hello with '{s}'", .{answer});
             std.process.exit(common.exit_peer_lost);
         }
         log("joined rank 0 at {f} as rank {d} of {d}", .{ f.master, f.rank, f.world });
@@ -290,9 +488,79 @@ fn readLine(r: *Io.Reader) ?[]const u8 {
 }
 
 fn sendLine(io: Io, stream: net.Stream, comptime fmt: []const u8, args: anytype) !void {
-    var buf: [256]u8 = undefined;
+    var buf: [1024]u8 = undefined;
     var sw = stream.writer(io, &buf);
     const w = &sw.interface;
     try w.print(fmt ++ "\n", args);
     try w.flush();
+}
+
+const testing = std.testing;
+
+fn testExpect() Expect {
+    return .{
+        .context = 1048576,
+        .rdma = "rocep1s0f1,roceP2p1s0f1",
+        .drafts = true,
+        .graphs = .{ .key = "--graphs", .env = "TF_DS_GRAPHS", .env_text = "1", .on = true },
+        .side = .{ .key = "--side", .env = "TF_DS_HC_SIDE", .env_text = "1", .on = true },
+        .prefetch = .{ .key = "--prefetch", .env = "TF_DS_L2_PREFETCH", .env_text = null, .on = false },
+        .aio = .{ .key = "--aio", .env = "TF_DS_ENGRAM_AIO", .env_text = "1", .on = true },
+        .engram_json = "0123456789abcdef",
+        .rope_rows = 1048576,
+        .caches = &.{ "", "cafe" },
+        .model = "/m",
+    };
+}
+
+test "HELLO round trip and the consistency checks" {
+    var arena_state = std.heap.ArenaAllocator.init(testing.allocator);
+    defer arena_state.deinit();
+    const a = arena_state.allocator();
+    const good: Hello = .{
+        .rank = 1,
+        .world = 2,
+        .kit = "/srv/kit 1%",
+        .pool = 1048576,
+        .rdma = "rocep1s0f1,roceP2p1s0f1",
+        .drafts = true,
+        .graphs = true,
+        .side = true,
+        .prefetch = false,
+        .aio = true,
+        .cache = "cafe",
+        .engram_json = "0123456789abcdef",
+        .rope = 1048576,
+    };
+    const line = try std.fmt.allocPrint(a, "{f}", .{good});
+    try testing.expect(std.mem.indexOf(u8, line, "/srv/kit%201%25") != null);
+    const back = Hello.parse(a, line).?;
+    try testing.expectEqualStrings("/srv/kit 1%", back.kit);
+    const e = testExpect();
+    try testing.expectEqual(@as(?[]const u8, null), try mismatch(a, &e, back));
+
+    var h = back;
+    h.pool = 4227072;
+    try testing.expectEqualStrings("rank 1's --pool 4227072 is not rank 0's --context 1048576: the pool holds --context positions for every stream together", (try mismatch(a, &e, h)).?);
+    h = back;
+    h.rdma = "a,b";
+    var e2 = e;
+    e2.rdma = "c";
+    try testing.expectEqualStrings("rank 1 gathers over rdma a,b, rank 0 over TF_RDMA_DEVICES=c: the RDMA gather needs the same device count on every rank", (try mismatch(a, &e2, h)).?);
+    h = back;
+    h.graphs = false;
+    try testing.expectEqualStrings("rank 1 --graphs 0 but rank 0 TF_DS_GRAPHS=1", (try mismatch(a, &e, h)).?);
+    h = back;
+    h.prefetch = true;
+    try testing.expectEqualStrings("rank 1 --prefetch 1 but rank 0 TF_DS_L2_PREFETCH unset", (try mismatch(a, &e, h)).?);
+    h = back;
+    h.drafts = false;
+    try testing.expect(std.mem.indexOf(u8, (try mismatch(a, &e, h)).?, "--drafts 0") != null);
+    h = back;
+    h.rope = 4096;
+    try testing.expect(std.mem.indexOf(u8, (try mismatch(a, &e, h)).?, "RoPE") != null);
+    h = back;
+    h.cache = "beef";
+    try testing.expect(std.mem.indexOf(u8, (try mismatch(a, &e, h)).?, "another checkpoint") != null);
+    try testing.expect(Hello.parse(a, "HB") == null);
 }

@@ -1,16 +1,20 @@
 //! The HTTP API of the lab engine SIMULATOR: HTTP/1.1, one request per connection
 //! (`Connection: close`), one thread per connection, blocking I/O.
 //!
-//! Routes (OpenAI-compatible where TensorFold is):
-//!   GET  /health                200 {"ok":true,"requests_running":n,"streams":{"active":n,"queued":n,"slots":N},"context_length":N}
+//! Routes (OpenAI-compatible where TensorFold is; shapes of ashhart/TensorFold docs/api.md):
+//!   GET  /health                200 {"ok":true,"backend":"tensorfold","busy":b,"requests_running":n,
+//!                                    "requests_total":n,"streams":{"decoding":d,"prefilling":p,"max":N},
+//!                                    "context_length":N,"thinking":b,"drafts":b}
 //!                               503 {"ok":false,"error":"..."} once a follower is lost;
 //!                               with an API key only {"status":"ok"} (503 {"status":"error"})
-//!   GET  /metrics               Prometheus text
+//!   GET  /metrics, /v1/metrics  Prometheus text
 //!   GET  /v1/models             {"object":"list","data":[{"id":NAME,"object":"model","max_model_len":N}]}
 //!   POST /v1/chat/completions   messages, max_tokens, stream, temperature (ignored)
 //!   POST /v1/completions        prompt, max_tokens, stream, temperature (ignored)
-//!   POST /tokenize              {"content":"..."} -> {"tokens":[...]}
-//! With an API key every /v1 route needs `Authorization: Bearer <key>` (401 otherwise).
+//!   POST /tokenize, /v1/tokenize  vLLM's: {"prompt":"..."} or {"messages":[...]} (optional "model")
+//!                               -> {"count":n,"max_model_len":N,"tokens":[...]}
+//! With an API key every /v1 route, tokenization and metrics need `Authorization: Bearer <key>`
+//! (401 with `WWW-Authenticate: Bearer` otherwise); /health stays open.
 //!
 //! Timing: a request waits for one of the --parallel slots (it counts as queued meanwhile),
 //! then "prefills" for prompt_tokens / SIM_PREFILL_TOK_S + SIM_TTFT_BASE_MS, then emits one
@@ -29,12 +33,17 @@ pub const Config = struct {
     name: []const u8,
     context: u64,
     parallel: u32,
-    api_key: ?[]const u8,
+    /// The keys of --api-key-file; empty: no key needed.
+    api_keys: []const []const u8,
     decode_tok_s: f64,
     prefill_tok_s: f64,
     ttft_base_ms: f64,
-    /// max_tokens when a request gives none (capped by the room left in the context).
-    default_max_tokens: u64 = 256,
+    /// serve's --thinking / --no-thinking (recorded and shown in /health; replies are the same)
+    thinking: bool = true,
+    /// off with --no-drafts (recorded and shown in /health)
+    drafts: bool = true,
+    /// --max-tokens: max_tokens when a request gives none (capped by the room left in the context).
+    default_max_tokens: u64 = 4096,
 };
 
 const max_body_bytes: usize = 256 << 20;
@@ -51,6 +60,8 @@ pub const Server = struct {
     cond: Io.Condition = .init,
     active: u32 = 0,
     queued: u32 = 0,
+    /// of the active requests, those past their prefill
+    decoding: u32 = 0,
     requests_total: u64 = 0,
     prompt_tokens_total: u64 = 0,
     generation_tokens_total: u64 = 0,
@@ -73,7 +84,7 @@ pub const Server = struct {
         }
     }
 
-    const Counters = struct { active: u32, queued: u32, requests_total: u64, prompt_tokens_total: u64, generation_tokens_total: u64 };
+    const Counters = struct { active: u32, queued: u32, decoding: u32, requests_total: u64, prompt_tokens_total: u64, generation_tokens_total: u64 };
 
     fn counters(srv: *Server) Counters {
         srv.mutex.lockUncancelable(srv.io);
@@ -81,6 +92,7 @@ pub const Server = struct {
         return .{
             .active = srv.active,
             .queued = srv.queued,
+            .decoding = srv.decoding,
             .requests_total = srv.requests_total,
             .prompt_tokens_total = srv.prompt_tokens_total,
             .generation_tokens_total = srv.generation_tokens_total,
@@ -97,9 +109,19 @@ pub const Server = struct {
         srv.active += 1;
     }
 
-    fn leave(srv: *Server, prompt_tokens: u64, generated: u64) void {
+    /// The request's prefill is over: it counts as decoding from now on.
+    fn startDecoding(srv: *Server, decoding: *bool) void {
+        if (decoding.*) return;
         srv.mutex.lockUncancelable(srv.io);
         defer srv.mutex.unlock(srv.io);
+        srv.decoding += 1;
+        decoding.* = true;
+    }
+
+    fn leave(srv: *Server, prompt_tokens: u64, generated: u64, decoding: bool) void {
+        srv.mutex.lockUncancelable(srv.io);
+        defer srv.mutex.unlock(srv.io);
+        if (decoding) srv.decoding -= 1;
         srv.active -= 1;
         srv.requests_total += 1;
         srv.prompt_tokens_total += prompt_tokens;
@@ -145,20 +167,20 @@ const Exchange = struct {
             if (!try ex.allow("GET")) return;
             return ex.health();
         }
-        if (std.mem.eql(u8, path, "/metrics")) {
+        const keyed = std.mem.startsWith(u8, path, "/v1/") or std.mem.eql(u8, path, "/metrics") or
+            std.mem.eql(u8, path, "/tokenize");
+        if (keyed and cfg.api_keys.len > 0 and !authorized(ex.authorization, cfg.api_keys)) {
+            return ex.sendError(401, "authentication_error", "invalid or missing API key (send Authorization: Bearer <key>)");
+        }
+        if (std.mem.eql(u8, path, "/metrics") or std.mem.eql(u8, path, "/v1/metrics")) {
             if (!try ex.allow("GET")) return;
             return ex.metrics();
         }
-        if (std.mem.eql(u8, path, "/tokenize")) {
+        if (std.mem.eql(u8, path, "/tokenize") or std.mem.eql(u8, path, "/v1/tokenize")) {
             if (!try ex.allow("POST")) return;
             return ex.tokenize();
         }
         if (std.mem.startsWith(u8, path, "/v1/")) {
-            if (cfg.api_key) |key| {
-                if (!authorized(ex.authorization, key)) {
-                    return ex.sendError(401, "authentication_error", "invalid or missing API key (send Authorization: Bearer <key>)");
-                }
-            }
             if (std.mem.eql(u8, path, "/v1/models")) {
                 if (!try ex.allow("GET")) return;
                 return ex.models();
@@ -242,16 +264,22 @@ const Exchange = struct {
     fn health(ex: *Exchange) Error!void {
         const srv = ex.srv;
         const fatal = srv.fatal.isSet();
-        if (srv.cfg.api_key != null) {
+        if (srv.cfg.api_keys.len > 0) {
             return ex.sendJson(if (fatal) 503 else 200, .{ .status = if (fatal) "error" else "ok" });
         }
         if (fatal) return ex.sendJson(503, .{ .ok = false, .@"error" = srv.fatal.message() });
         const c = srv.counters();
+        const running = c.active + c.queued;
         return ex.sendJson(200, .{
             .ok = true,
-            .requests_running = c.active + c.queued,
-            .streams = .{ .active = c.active, .queued = c.queued, .slots = srv.cfg.parallel },
+            .backend = "tensorfold",
+            .busy = running > 0,
+            .requests_running = running,
+            .requests_total = c.requests_total,
+            .streams = .{ .decoding = c.decoding, .prefilling = c.active - c.decoding, .max = srv.cfg.parallel },
             .context_length = srv.cfg.context,
+            .thinking = srv.cfg.thinking,
+            .drafts = srv.cfg.drafts,
         });
     }
 
@@ -268,6 +296,10 @@ const Exchange = struct {
             \\tensorfold_streams_active {d}
             \\# TYPE tensorfold_streams_queued gauge
             \\tensorfold_streams_queued {d}
+            \\# TYPE tensorfold_streams_decoding gauge
+            \\tensorfold_streams_decoding {d}
+            \\# TYPE tensorfold_streams_prefilling gauge
+            \\tensorfold_streams_prefilling {d}
             \\# TYPE tensorfold_slots gauge
             \\tensorfold_slots {d}
             \\# TYPE tensorfold_requests_total counter
@@ -278,8 +310,9 @@ const Exchange = struct {
             \\tensorfold_generation_tokens_total {d}
             \\
         , .{
-            @intFromBool(!srv.fatal.isSet()), c.active + c.queued, c.active,              c.queued,
-            srv.cfg.parallel,                 c.requests_total,    c.prompt_tokens_total, c.generation_tokens_total,
+            @intFromBool(!srv.fatal.isSet()), c.active + c.queued,       c.active,         c.queued,
+            c.decoding,                       c.active - c.decoding,     srv.cfg.parallel, c.requests_total,
+            c.prompt_tokens_total,            c.generation_tokens_total,
         });
         return ex.sendRaw(200, "text/plain; version=0.0.4", body);
     }
@@ -298,14 +331,41 @@ const Exchange = struct {
         });
     }
 
+    /// vLLM's /tokenize: a `prompt` string, or the `messages` of a chat request (their contents, as the
+    /// chat route counts them); `model` is optional.
     fn tokenize(ex: *Exchange) Error!void {
         const root = ex.parseBody() orelse return ex.sendError(400, "invalid_request_error", "body is not a JSON object");
-        const content = stringField(root, "content") orelse stringField(root, "prompt") orelse
-            return ex.sendError(400, "invalid_request_error", "\"content\" (a string) is required");
+        var texts: std.ArrayList([]const u8) = .empty;
+        const has_prompt = root.get("prompt") != null;
+        const has_messages = root.get("messages") != null;
+        if (has_prompt and has_messages) return ex.sendError(400, "invalid_request_error", "give \"prompt\" or \"messages\", not both");
+        if (has_prompt) {
+            const prompt = switch (root.get("prompt").?) {
+                .string => |s| s,
+                else => return ex.sendError(400, "invalid_request_error", "\"prompt\" must be a string"),
+            };
+            try texts.append(ex.arena, prompt);
+        } else if (has_messages) {
+            const messages = switch (root.get("messages").?) {
+                .array => |a| a.items,
+                else => return ex.sendError(400, "invalid_request_error", "\"messages\" must be an array"),
+            };
+            for (messages) |m| {
+                const obj = switch (m) {
+                    .object => |o| o,
+                    else => return ex.sendError(400, "invalid_request_error", "each message must be an object"),
+                };
+                try texts.append(ex.arena, try messageContent(ex.arena, obj.get("content") orelse .null));
+            }
+        } else {
+            return ex.sendError(400, "invalid_request_error", "\"prompt\" (a string) or \"messages\" (a chat request's) is required");
+        }
         var ids: std.ArrayList(u32) = .empty;
-        var it = std.mem.tokenizeAny(u8, content, &std.ascii.whitespace);
-        while (it.next()) |word| try ids.append(ex.arena, answer.tokenId(word));
-        return ex.sendJson(200, .{ .tokens = ids.items });
+        for (texts.items) |text| {
+            var it = std.mem.tokenizeAny(u8, text, &std.ascii.whitespace);
+            while (it.next()) |word| try ids.append(ex.arena, answer.tokenId(word));
+        }
+        return ex.sendJson(200, .{ .count = ids.items.len, .max_model_len = ex.srv.cfg.context, .tokens = ids.items });
     }
 
     const Kind = enum { chat, completion };
@@ -401,7 +461,8 @@ const Exchange = struct {
 
         srv.enter();
         var emitted: u64 = 0;
-        defer srv.leave(prompt_tokens, emitted);
+        var decoding = false;
+        defer srv.leave(prompt_tokens, emitted, decoding);
         const start_ms = common.nowMs(io);
 
         const prefill_ns: i96 = @intFromFloat((@as(f64, @floatFromInt(prompt_tokens)) * 1000.0 / @max(cfg.prefill_tok_s, 1e-9) + cfg.ttft_base_ms) * std.time.ns_per_ms);
@@ -411,6 +472,8 @@ const Exchange = struct {
 
         if (!stream) {
             const n: i96 = @intCast(reply.completion_tokens);
+            sleepUntil(io, first_token_at);
+            srv.startDecoding(&decoding);
             sleepUntil(io, first_token_at + @max(n - 1, 0) * interval_ns);
             emitted = reply.completion_tokens;
             if (srv.fatal.isSet()) return ex.sendError(503, "server_error", srv.fatal.message());
@@ -448,7 +511,10 @@ const Exchange = struct {
                 return;
             }
             const piece = if (i == 0) word else try std.mem.concat(ex.arena, u8, &.{ " ", word });
-            if (i == 0) ttft_ms = common.nowMs(io);
+            if (i == 0) {
+                ttft_ms = common.nowMs(io);
+                srv.startDecoding(&decoding);
+            }
             switch (kind) {
                 .chat => try ex.sseEvent(.{
                     .id = id,
@@ -515,8 +581,8 @@ const Exchange = struct {
     }
 
     fn sendRaw(ex: *Exchange, status: u16, content_type: []const u8, body: []const u8) Error!void {
-        try ex.w.print("HTTP/1.1 {d} {s}\r\nContent-Type: {s}\r\nContent-Length: {d}\r\nConnection: close\r\n\r\n", .{
-            status, reasonPhrase(status), content_type, body.len,
+        try ex.w.print("HTTP/1.1 {d} {s}\r\nContent-Type: {s}\r\nContent-Length: {d}\r\n{s}Connection: close\r\n\r\n", .{
+            status, reasonPhrase(status), content_type, body.len, if (status == 401) "WWW-Authenticate: Bearer\r\n" else "",
         });
         try ex.w.writeAll(body);
         try ex.w.flush();
@@ -536,11 +602,38 @@ fn sleepUntil(io: Io, deadline_ns: i96) void {
     io.sleep(.fromNanoseconds(deadline_ns - now), .awake) catch {};
 }
 
-fn authorized(header: ?[]const u8, key: []const u8) bool {
+fn authorized(header: ?[]const u8, keys: []const []const u8) bool {
     const h = header orelse return false;
     const prefix = "bearer ";
     if (h.len < prefix.len or !std.ascii.eqlIgnoreCase(h[0..prefix.len], prefix)) return false;
-    return std.mem.eql(u8, std.mem.trim(u8, h[prefix.len..], " \t"), key);
+    const given = std.mem.trim(u8, h[prefix.len..], " \t");
+    for (keys) |key| if (std.mem.eql(u8, given, key)) return true;
+    return false;
+}
+
+/// The keys of an API key file (ashhart/TensorFold docs/api.md): one key a line, optional
+/// `label: key` entries (a label is at most 64 letters, digits, dots, underscores or hyphens),
+/// lines starting with `#` are comments.
+pub fn parseKeys(arena: Allocator, text: []const u8) Allocator.Error![]const []const u8 {
+    var keys: std.ArrayList([]const u8) = .empty;
+    var lines = std.mem.splitScalar(u8, text, '\n');
+    while (lines.next()) |raw| {
+        const line = std.mem.trim(u8, raw, &std.ascii.whitespace);
+        if (line.len == 0 or line[0] == '#') continue;
+        var key = line;
+        if (std.mem.findScalar(u8, line, ':')) |colon| {
+            const label = std.mem.trim(u8, line[0..colon], " \t");
+            if (isLabel(label)) key = std.mem.trim(u8, line[colon + 1 ..], " \t");
+        }
+        if (key.len > 0) try keys.append(arena, key);
+    }
+    return keys.items;
+}
+
+fn isLabel(s: []const u8) bool {
+    if (s.len == 0 or s.len > 64) return false;
+    for (s) |c| if (!(std.ascii.isAlphanumeric(c) or c == '.' or c == '_' or c == '-')) return false;
+    return true;
 }
 
 fn stringField(obj: std.json.ObjectMap, name: []const u8) ?[]const u8 {
@@ -605,8 +698,19 @@ fn reasonPhrase(status: u16) []const u8 {
 }
 
 test "authorized" {
-    try std.testing.expect(authorized("Bearer sk-1", "sk-1"));
-    try std.testing.expect(authorized("bearer  sk-1 ", "sk-1"));
-    try std.testing.expect(!authorized("Bearer sk-2", "sk-1"));
-    try std.testing.expect(!authorized(null, "sk-1"));
+    const keys: []const []const u8 = &.{ "sk-1", "sk-3" };
+    try std.testing.expect(authorized("Bearer sk-1", keys));
+    try std.testing.expect(authorized("bearer  sk-3 ", keys));
+    try std.testing.expect(!authorized("Bearer sk-2", keys));
+    try std.testing.expect(!authorized(null, keys));
+}
+
+test "API key files: lines, labels, comments" {
+    var arena_state = std.heap.ArenaAllocator.init(std.testing.allocator);
+    defer arena_state.deinit();
+    const keys = try parseKeys(arena_state.allocator(), "# keys\nsk-lab-123\n\nci: sk-ci-9\n  # indented comment\nnot a label: sk-x\n");
+    try std.testing.expectEqual(@as(usize, 3), keys.len);
+    try std.testing.expectEqualStrings("sk-lab-123", keys[0]);
+    try std.testing.expectEqualStrings("sk-ci-9", keys[1]);
+    try std.testing.expectEqualStrings("not a label: sk-x", keys[2]);
 }

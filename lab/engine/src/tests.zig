@@ -4,4 +4,8 @@ test {
     _ = @import("answer.zig");
     _ = @import("common.zig");
     _ = @import("http.zig");
+    _ = @import("cli.zig");
+    _ = @import("fabric.zig");
+    _ = @import("inputs.zig");
+    _ = @import("rank_cache.zig");
 }

@@ -1,15 +1,19 @@
 //! tf-dsv41-lanes: a follower rank (1..WORLD-1) of the lab engine SIMULATOR.
 //!
-//! THIS IS NOT TENSORFOLD. It accepts the real follower's command line, checks the model
-//! directory, connects to rank 0 over TCP (retrying until rank 0 listens), says hello with
-//! its rank and then keeps the connection: a heartbeat line every second. It exits 1 when
-//! rank 0 goes away (connection closed, or no heartbeat for 3 s).
+//! THIS IS NOT TENSORFOLD. It accepts the real follower's command line (bertholomus/TensorFold
+//! zig/src/families/dsv41/lanes_main.zig @d6047e5dfd7a7921cd6acfbb3a9b3c05e0b0f04b), checks the model
+//! directory and its inputs (rank cache, kit, Engram), connects to rank 0 over TCP (retrying until rank 0
+//! listens), says hello with what it runs and then keeps the connection: a heartbeat line every second.
+//! It exits 1 when rank 0 goes away (connection closed, or no heartbeat for 3 s), 2 when rank 0 refuses it.
 //!
-//!   tf-dsv41-lanes MODEL CACHE RANK WORLD MASTER_IP PORT KIT [--pool N] [--engram DIR]
-//!                  [--rdma HCA0,HCA1]
+//!   tf-dsv41-lanes MODEL_DIR CACHE_DIR RANK WORLD MASTER_IP PORT KIT_DIR [--key value]...
+//!       keys: --requests --parallel (1..4) --pool (262144) --drafts (1) --arena-gib --aio --prefetch
+//!             --side --graphs (0|1, default 0) --serial --rdma DEV,DEV --profile --engram DIR
+//!             --token-map FILE --rdma-kernels FILE
 //!   tf-dsv41-lanes --version
 //!
-//! CACHE, KIT, --pool and --rdma are recorded in the log only. --engram DIR must exist.
+//! Fewer than 7 positionals: the usage, exit 2. An unknown key, a key without its value, --parallel
+//! outside 1..4: `error: BadArgument`, exit 1 (a number that does not parse: `error: InvalidCharacter`).
 //! Environment: SIM_RENDEZVOUS_TIMEOUT_S (600): give up when rank 0 never listens.
 
 const std = @import("std");
@@ -17,15 +21,28 @@ const common = @import("common.zig");
 const model = @import("model.zig");
 const fabric = @import("fabric.zig");
 const recipe = @import("recipe.zig");
+const cli = @import("cli.zig");
+const inputs = @import("inputs.zig");
 
 const log = common.log;
+const refuse = common.refuse;
 
 const usage =
-    \\usage: tf-dsv41-lanes MODEL CACHE RANK WORLD MASTER_IP PORT KIT [--pool N] [--engram DIR] [--rdma HCA0,HCA1]
+    \\usage: tf-dsv41-lanes MODEL_DIR CACHE_DIR RANK WORLD MASTER_IP PORT KIT_DIR [--requests FILE] [--parallel N] [--pool P] [--drafts 0|1] [--arena-gib G] [--aio 0|1] [--prefetch 0|1] [--side 0|1] [--graphs 0|1] [--serial 0|1] [--rdma DEV,DEV] [--profile 0|1] [--engram DIR --token-map FILE] [--rdma-kernels FILE]
     \\       tf-dsv41-lanes --version
     \\(TensorFold SIMULATOR for the sparkfold lab; see lab/engine/README.md)
     \\
 ;
+
+/// What the real main prints when it returns an error: `error: <name>`, exit 1.
+fn zigError(name: []const u8) noreturn {
+    std.debug.print("error: {s}\n", .{name});
+    std.process.exit(1);
+}
+
+fn parseNumber(comptime T: type, text: []const u8) T {
+    return std.fmt.parseInt(T, text, 10) catch |err| zigError(@errorName(err));
+}
 
 pub fn main(init: std.process.Init) !u8 {
     const io = init.io;
@@ -41,76 +58,58 @@ pub fn main(init: std.process.Init) !u8 {
         std.debug.print("{s}", .{usage});
         return 0;
     }
-
-    var positional: [7][]const u8 = undefined;
-    var n_positional: usize = 0;
-    var pool: []const u8 = "-";
-    var engram: ?[]const u8 = null;
-    var rdma: []const u8 = "-";
-    var i: usize = 1;
-    while (i < args.len) : (i += 1) {
-        const arg: []const u8 = args[i];
-        if (!std.mem.startsWith(u8, arg, "--")) {
-            if (n_positional == positional.len) {
-                std.debug.print("{s}", .{usage});
-                common.refuse("unexpected argument '{s}'", .{arg});
-            }
-            positional[n_positional] = arg;
-            n_positional += 1;
-            continue;
-        }
-        const eq = std.mem.findScalar(u8, arg, '=');
-        const flag = if (eq) |e| arg[0..e] else arg;
-        const value: ?[]const u8 = if (eq) |e| arg[e + 1 ..] else if (i + 1 < args.len and !std.mem.startsWith(u8, args[i + 1], "--")) blk: {
-            i += 1;
-            break :blk args[i];
-        } else null;
-        if (std.mem.eql(u8, flag, "--pool")) {
-            pool = value orelse common.refuse("--pool needs a value", .{});
-            _ = common.parseUint(u64, "--pool", pool);
-        } else if (std.mem.eql(u8, flag, "--engram")) {
-            engram = value orelse common.refuse("--engram needs a directory", .{});
-        } else if (std.mem.eql(u8, flag, "--rdma")) {
-            rdma = value orelse common.refuse("--rdma needs HCA names", .{});
-        } else {
-            log("note: option {s} is not simulated; ignored", .{flag});
-        }
-    }
-    if (n_positional != positional.len) {
-        std.debug.print("{s}", .{usage});
-        common.refuse("expected 7 arguments (MODEL CACHE RANK WORLD MASTER_IP PORT KIT), got {d}", .{n_positional});
-    }
-    const model_path = positional[0];
-    const cache = positional[1];
-    const rank = common.parseUint(u32, "RANK", positional[2]);
-    const world = common.parseUint(u32, "WORLD", positional[3]);
-    const master_ip = positional[4];
-    const port = common.parseUint(u16, "PORT", positional[5]);
-    const kit = positional[6];
-    if (world < 2) common.refuse("WORLD must be at least 2 for a follower, got {d}", .{world});
-    if (rank < 1 or rank >= world) common.refuse("RANK must be in 1..{d}, got {d}", .{ world - 1, rank });
-    if (port == 0) common.refuse("PORT must not be 0", .{});
-
+    const o = switch (cli.parseLanes(args[1..])) {
+        .usage => {
+            std.debug.print("{s}", .{usage});
+            return common.exit_refused;
+        },
+        .zig_error => |name| zigError(name),
+        .ok => |o| o,
+    };
+    const rank = parseNumber(u32, o.rank_text);
+    const world = parseNumber(u32, o.world_text);
+    const port = parseNumber(u16, o.port_text);
     common.log_tag = try std.fmt.allocPrint(arena, "tf-dsv41-lanes[rank {d}]", .{rank});
-    log("started (TensorFold SIMULATOR {s}, patches={s}): model={s} cache={s} rank={d} world={d} master={s}:{d} kit={s} pool={s} engram={s} rdma={s}", .{
-        recipe.sim_version, recipe.applied_patches, model_path, cache, rank, world, master_ip, port, kit, pool, engram orelse "-", rdma,
+    if (world != 2 and world != 4) refuse("WORLD {d}: the native DeepSeek-V4.1 engine runs tensor parallel over two GPUs or the four nodes of the 2D split (WORLD 2 or 4)", .{world});
+    if (rank < 1 or rank >= world) refuse("RANK must be in 1..{d} for a follower, got {d}", .{ world - 1, rank });
+    if (port == 0) refuse("PORT must not be 0", .{});
+
+    log("started (TensorFold SIMULATOR {s}, patches={s}): model={s} cache={s} rank={d} world={d} master={s}:{d} kit={s} pool={d} drafts={} graphs={} side={} prefetch={} aio={} rdma={s} engram={s} token_map={s}", .{
+        recipe.sim_version, recipe.applied_patches, o.model,  o.cache, rank,       world, o.master,          port,                o.kit,
+        o.pool,             o.drafts,               o.graphs, o.side,  o.prefetch, o.aio, o.rdma orelse "-", o.engram orelse "-", o.token_map orelse "-",
     });
 
-    const master = common.parseAddress("MASTER_IP", master_ip, port);
-    const found = model.check(io, arena, model_path);
-    if (engram) |dir_path| {
-        var dir = std.Io.Dir.cwd().openDir(io, dir_path, .{}) catch |err|
-            common.refuse("--engram directory {s} cannot be opened: {t}", .{ dir_path, err });
-        dir.close(io);
-    }
-    log("model checked: {s} ({d} shard(s)); connecting to rank 0 at {f}", .{ model_path, found.shards, master });
+    const master = common.parseAddress("MASTER_IP", o.master, port);
+    const found = model.check(io, arena, o.model);
+    const cache = inputs.checkRankCache(io, arena, "CACHE_DIR", o.cache, o.model, rank, world);
+    const kit = inputs.checkKit(io, arena, "KIT_DIR", o.kit, true, false);
+    if (kit.rope_rows < o.pool) refuse("the kit's RoPE tables hold {d} rows, --pool asks for {d} (KIT_DIR {s}/rope.json)", .{ kit.rope_rows, o.pool, o.kit });
+    if (o.engram != null and o.token_map == null) refuse("--engram needs --token-map (the compressed token map, make_token_map.py): --engram DIR --token-map FILE", .{});
+    if (o.token_map != null and o.engram == null) refuse("--token-map needs --engram: --engram DIR --token-map FILE", .{});
+    if (o.engram) |dir| inputs.checkEngram(io, "--engram", dir);
+    if (o.token_map) |path| _ = inputs.checkTokenMap(io, arena, "--token-map", path);
+    log("model checked: {s} ({d} shard(s)); rank cache {s}; kit RoPE rows {d}; connecting to rank 0 at {f}", .{ o.model, found.shards, cache.file, kit.rope_rows, master });
 
     const env: common.Env = .{ .map = init.environ_map };
     var follower: fabric.Follower = .{
         .io = io,
         .rank = rank,
         .world = world,
-        .kit = kit,
+        .hello = .{
+            .rank = rank,
+            .world = world,
+            .kit = o.kit,
+            .pool = o.pool,
+            .rdma = o.rdma orelse "-",
+            .drafts = o.drafts,
+            .graphs = o.graphs,
+            .side = o.side,
+            .prefetch = o.prefetch,
+            .aio = o.aio,
+            .cache = &cache.hash,
+            .engram_json = &kit.engram_hash,
+            .rope = kit.rope_rows,
+        },
         .master = master,
         .connect_timeout_ms = @intFromFloat(env.float("SIM_RENDEZVOUS_TIMEOUT_S", 600) * 1000),
     };
