@@ -235,6 +235,7 @@ class EngineClient:
         self.api_key = api_key or None
         self.timeout = float(timeout)
         self.model = model or None
+        self._tokenize_field = "prompt"  # "content" once the server has shown it is llama.cpp's /tokenize
         host = f"[{self.host}]" if ":" in self.host else self.host
         self.base_url = f"{self.scheme}://{host}:{self.port}{self.prefix}"
         self.address = f"{host}:{self.port}"
@@ -334,14 +335,20 @@ class EngineClient:
         (400 or 422), or that answers it as llama.cpp's server does, with an empty ``tokens`` list and
         no ``count`` (tools/server: the text is read only ``if (body.count("content") != 0)``). With
         API keys on, tokenization needs the key too ("All `/v1/*`, tokenization, metrics ... require a
-        key"): the Bearer header goes with every request of this client.
+        key"): the Bearer header goes with every request of this client. Once a server has shown that it
+        reads ``content``, the client sends only that.
         """
-        body = {"prompt": text}
-        if self.model:
-            body["model"] = self.model
-        resp = self.request("POST", "/tokenize", body)
-        if resp.status in (400, 422) or (text and resp.status == 200 and _llama_cpp_ignored_prompt(resp.json)):
+        if self._tokenize_field == "content":
             resp = self.request("POST", "/tokenize", {"content": text})
+        else:
+            body = {"prompt": text}
+            if self.model:
+                body["model"] = self.model
+            resp = self.request("POST", "/tokenize", body)
+            if resp.status in (400, 422) or (text and resp.status == 200 and _llama_cpp_ignored_prompt(resp.json)):
+                resp = self.request("POST", "/tokenize", {"content": text})
+                if resp.status == 200:
+                    self._tokenize_field = "content"
         if resp.status in NO_TOKENIZE:
             return None
         if resp.status != 200:

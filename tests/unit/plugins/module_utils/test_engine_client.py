@@ -206,16 +206,19 @@ def test_tokenize_vllm_without_a_model_name():
 
 
 def test_tokenize_llama_cpp_reads_content_only():
-    # llama.cpp answers a body without content with an empty token list, not an error.
+    # llama.cpp answers a body without content with an empty token list, not an error; once seen, the
+    # client sends content only.
     with FakeEngine() as fake:
         fake.route("POST", "/tokenize", tokenize_llama_cpp)
         c = EngineClient(fake.url, api_key="k")
         assert c.tokenize("one two three") == 3
-        assert c.tokenize("") == 0
+        assert c.tokenize("four five") == 2
+        assert EngineClient(fake.url).tokenize("") == 0  # an empty text has no tokens: nothing to tell
     assert tokenize_calls(fake) == [
         ({"prompt": "one two three"}, "Bearer k"),
         ({"content": "one two three"}, "Bearer k"),
-        ({"prompt": ""}, "Bearer k"),
+        ({"content": "four five"}, "Bearer k"),
+        ({"prompt": ""}, None),
     ]
 
 
