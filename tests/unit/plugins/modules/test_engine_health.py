@@ -29,10 +29,11 @@ def url(port):
 
 
 def test_ready_pair_with_chat_check(run, pair):
-    kind, result, _warnings = run({"url": url(pair.port), "served_name": "dsv41-sim", "chat_check": True})
+    kind, result, warnings = run({"url": url(pair.port), "served_name": "dsv41-sim", "chat_check": True})
     assert kind == "exit", result
     assert result["ready"] is True and result["changed"] is False and result["state"] == "ready"
-    assert result["health"]["ok"] is True and "streams" in result["health"]
+    assert result["health"]["ok"] is True and result["health"]["backend"] == "tensorfold"
+    assert result["streams"] == {"decoding": 0, "prefilling": 0, "max": 2} and warnings == []
     assert result["models"] == ["dsv41-sim"] and result["reply"] == "17 * 23 = 391"
     assert 0 < result["ttft_s"] < 0.5 and 70 < result["decode_tok_s"] < 130
 
