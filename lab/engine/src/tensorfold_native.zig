@@ -140,10 +140,15 @@ pub fn main(init: std.process.Init) !u8 {
     };
     if (cfg.decode_tok_s <= 0 or cfg.prefill_tok_s <= 0) refuse("SIM_DECODE_TOK_S and SIM_PREFILL_TOK_S must be > 0", .{});
 
-    log("started (TensorFold SIMULATOR {s}, patches={s}): model={s} name={s} context={d} parallel={d} world={d} thinking={} drafts={} max_tokens={d} backend={t} streams={d} rdma={s} graphs={} side={} prefetch={} aio={}", .{
+    const sampling = try std.fmt.allocPrint(arena, "temperature={s} top_p={s} top_k={s}", .{
+        if (opts.temperature) |t| try std.fmt.allocPrint(arena, "{d}", .{t}) else "-",
+        if (opts.top_p) |t| try std.fmt.allocPrint(arena, "{d}", .{t}) else "-",
+        if (opts.top_k) |k| try std.fmt.allocPrint(arena, "{d}", .{k}) else "-",
+    });
+    log("started (TensorFold SIMULATOR {s}, patches={s}): model={s} name={s} context={d} parallel={d} world={d} thinking={} drafts={} max_tokens={d} {s} backend={t} streams={d} rdma={s} graphs={} side={} prefetch={} aio={}", .{
         recipe.sim_version, recipe.applied_patches, model_path,  name,            opts.context, opts.parallel,
-        world,              opts.thinking,          opts.drafts, opts.max_tokens, opts.backend, streams,
-        rdma orelse "-",    graphs.on,              side.on,     prefetch.on,     aio.on,
+        world,              opts.thinking,          opts.drafts, opts.max_tokens, sampling,     opts.backend,
+        streams,            rdma orelse "-",        graphs.on,   side.on,         prefetch.on,  aio.on,
     });
 
     const http_address = common.parseAddress("--host", opts.host, opts.port);

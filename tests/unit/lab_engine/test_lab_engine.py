@@ -632,7 +632,8 @@ def test_unknown_route_is_404(cluster):
 
 def test_logs_one_line_per_event(cluster):
     log = cluster.log()
-    for needle in ("started", "thinking=true drafts=true", "inputs checked: rank cache", "follower joined: rank 1",
+    for needle in ("started", "thinking=true drafts=true max_tokens=32768 temperature=1 top_p=0.95 top_k=20 "
+                   "backend=cuda streams=4", "inputs checked: rank cache", "follower joined: rank 1",
                    "HTTP open on", "request done: id=chatcmpl-sim-"):
         assert needle in log
     assert "joined rank 0" in cluster.log(1)
