@@ -49,7 +49,7 @@ PARITY=()
 [ "$WORLD" = 4 ] && PARITY=(--parity)
 
 echo "rank $RANK of $WORLD: the rank cache into $CACHE_DIR/rank-cache" >&2
-"$BIN" "$MODEL_DIR" "$CACHE_DIR/rank-cache" "$RANK" "$WORLD" "${PARITY[@]}"
+"$BIN" "$MODEL_DIR" "$CACHE_DIR/rank-cache" "$RANK" "$WORLD" ${PARITY[@]+"${PARITY[@]}"}
 
 echo "the token map into $CACHE_DIR/dsv41_token_map.json" >&2
 "$PYTHON" "$HERE/make_token_map.py" "$MODEL_DIR" "$CACHE_DIR/dsv41_token_map.json"
