@@ -20,7 +20,7 @@ usage() {
   echo "usage: node_inputs.sh MODEL_DIR CACHE_DIR RANK [WORLD]" >&2
   exit 2
 }
-[ $# -ge 3 ] && [ $# -le 4 ] || usage
+if [ $# -lt 3 ] || [ $# -gt 4 ]; then usage; fi
 HERE=$(cd "$(dirname "$0")" && pwd)
 [ -d "$1" ] || { echo "MODEL_DIR $1 is not a directory" >&2; exit 1; }
 MODEL_DIR=$(cd "$1" && pwd)
