@@ -87,7 +87,7 @@ def memory_gate(gib, timeout_s, interval_s, meminfo, proc_sys):
             log(
                 f"memory gate not met: MemAvailable is {available / GIB:.1f} GiB after {timeout_s:g} s, "
                 f"the recipe needs {gib:g} GiB before the engine starts. Stop what holds the memory "
-                "(another engine, containers, a desktop session) or lower engine_service_memory_gate_gib "
+                "(another engine, containers, a desktop session) or lower the recipe's memory.gate_gib "
                 "if the recipe allows it."
             )
             return 1

@@ -80,7 +80,7 @@ def test_memory_gate_not_met_gives_both_numbers(gate, tmp_path, capsys):
     assert time.monotonic() - started < 2
     err = capsys.readouterr().err
     assert "memory gate not met: MemAvailable is 87.3 GiB after 0.3 s, the recipe needs 100 GiB" in err
-    assert "engine_service_memory_gate_gib" in err
+    assert "memory.gate_gib" in err
 
 
 def test_memory_gate_waits_for_memory_to_come_back(gate, tmp_path):
