@@ -70,7 +70,8 @@ _COMMON = [
     ('smoke.prompt', str), ('smoke.answer', str),
 ]
 REQUIRED = {
-    'dsv41-zig': _COMMON + [
+    'dsv41-zig': [
+        *_COMMON,
         ('engine.repo_url', str), ('engine.commit', str), ('engine.patches', list), ('engine.zig_version', str),
         ('engine.build_args', list), ('engine.programs.server', str), ('engine.programs.follower', str),
         ('engine.programs.rank_cache', str),
@@ -140,7 +141,8 @@ def recipe_problems(recipe):
     if recipe['launch']['order'] not in ORDERS:
         problems.append(f"launch.order must be one of {', '.join(ORDERS)}, got '{recipe['launch']['order']}'")
     if recipe['capacity']['model'] not in CAPACITY_MODELS:
-        problems.append(f"capacity.model must be one of {', '.join(CAPACITY_MODELS)}, got '{recipe['capacity']['model']}'")
+        problems.append(f"capacity.model must be one of {', '.join(CAPACITY_MODELS)}, "
+                        f"got '{recipe['capacity']['model']}'")
     if flavour == 'dsv41-zig':
         if not _SHA_RE.match(recipe['engine']['commit']):
             problems.append(f"engine.commit must be a full 40-hex commit sha, got '{recipe['engine']['commit']}'")
@@ -171,7 +173,8 @@ def _render_one(text, values):
     def sub(match):
         key = match.group(1)
         if key not in values:
-            raise AnsibleFilterError(f"recipe_render: no value for {{{key}}} ({PLACEHOLDERS.get(key, 'unknown')})")
+            raise AnsibleFilterError(
+                f"recipe_render: no value for {{{key}}} ({PLACEHOLDERS.get(key, 'unknown')})")
         value = values[key]
         if isinstance(value, (list, tuple)):
             raise AnsibleFilterError(f'recipe_render: {{{key}}} is a list and must stand alone as an argument')
@@ -187,7 +190,8 @@ def recipe_render(template, values):
     if isinstance(template, dict):
         return {to_text(k): _render_one(v, values) for k, v in template.items()}
     if not isinstance(template, list):
-        raise AnsibleFilterError(f'recipe_render: expected a list of arguments or a mapping, got {type(template).__name__}')
+        raise AnsibleFilterError(
+            f'recipe_render: expected a list of arguments or a mapping, got {type(template).__name__}')
     out = []
     for arg in template:
         match = _PLACEHOLDER_RE.fullmatch(to_text(arg))
