@@ -382,8 +382,10 @@ def _kit_files(rope_rows: int = 1048576) -> dict:
         "rope.json": _json({"rows": rope_rows}),
         "rope-cos.f32": _stream("rope-cos", 1024),
         "rope-sin.f32": _stream("rope-sin", 1024),
-        "engram.json": _json({"layers": [1, 14], "shards": ["model-00047-of-00048.safetensors",
-                                                             "model-00048-of-00048.safetensors"]}),
+        "engram.json": _json({
+            "layers": [1, 14],
+            "shards": ["model-00047-of-00048.safetensors", "model-00048-of-00048.safetensors"],
+        }),
         "vision/torch_fmha_sm120.cubin": _stream("fmha-cubin", 1024),
         "vision/gate_bias_vl.safetensors": safetensors_file([("gate_bias", "F32", [16], _stream("bias", 64))]),
         "tools/verify_kit.sh": VERIFY_KIT.encode(),

@@ -40,7 +40,7 @@ def test_every_shipped_recipe_is_complete_and_named_after_its_file(path):
     assert recipe['name'] == path.stem
 
 
-@pytest.mark.parametrize('field', [f for f, _ in REQUIRED['dsv41-zig']])
+@pytest.mark.parametrize('field', [field for field, _types in REQUIRED['dsv41-zig']])
 def test_a_recipe_without_a_required_field_is_refused_naming_it(field):
     recipe = load(TP2)
     node = recipe

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # sparkfold lab engine (a TensorFold SIMULATOR): the lab's token map for Engram (TF_DS_TOKEN_MAP).
 """make_token_map.py MODEL_DIR OUT: a compressed token map from MODEL_DIR/tokenizer.json, standard library only.
 

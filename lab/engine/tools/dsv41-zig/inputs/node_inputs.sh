@@ -1,4 +1,4 @@
-#!/bin/bash
+#!/usr/bin/env bash
 # sparkfold lab engine (a TensorFold SIMULATOR): one node's run-time inputs for the lab's DeepSeek-V4.1 lane.
 #
 #   node_inputs.sh MODEL_DIR CACHE_DIR RANK [WORLD]
