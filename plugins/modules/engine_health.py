@@ -319,7 +319,7 @@ class Probe:
             detail = f"/v1/models does not list served_name {served_name}; it lists {listed}"
             self.set("wrong_model", detail)
             raise Final(
-                f"{detail}. Set served_name to the engine's --name (engine_service_served_name), or restart the "
+                f"{detail}. Set served_name to the engine's --name (recipe_api_served_name), or restart the "
                 f"engine with --name {served_name}"
             )
         return True
