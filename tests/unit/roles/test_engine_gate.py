@@ -1,6 +1,6 @@
 # Copyright: (c) 2026, sparkfold developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The engine units' start gates (roles/engine_ranks/files/sparkfold-engine-gate.py).
+"""The engine units' start gates (roles/engine_service/files/sparkfold-engine-gate.py).
 
 memory: MemAvailable from a meminfo file against the gate, caches dropped through a /proc/sys
 tree (a temporary directory here); ready: the /health shapes TensorFold (with and without --parallel's
@@ -24,7 +24,7 @@ import pytest
 
 from tests.unit.fake_openai import FakeEngine, tensorfold_health
 
-GATE = pathlib.Path(__file__).resolve().parents[3] / "roles" / "engine_ranks" / "files" / "sparkfold-engine-gate.py"
+GATE = pathlib.Path(__file__).resolve().parents[3] / "roles" / "engine_service" / "files" / "sparkfold-engine-gate.py"
 
 
 @pytest.fixture(scope="module")
