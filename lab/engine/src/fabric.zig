@@ -6,7 +6,7 @@
 //!                         side=<0|1> prefetch=<0|1> aio=<0|1> cache=<rank cache index hash>
 //!                         engram_json=<sha256 of the kit's engram.json, 16 hex> rope=<the kit's RoPE rows>"
 //!                        (the kit path with "%" as %25 and spaces as %20)
-//!   rank 0 -> follower   "WELCOME <world>"  or  "REJECT <reason>" (then rank 0 closes)
+//!   rank 0 -> follower   "WELCOME <world>", "RETRY <reason>" or "REJECT <reason>" (then rank 0 closes)
 //!   both ways            "HB" every second (heartbeat)
 //!   rank 0 -> follower   "READY" once the HTTP API is open
 //! A follower is lost when its connection closes or no heartbeat arrives for 3 s; rank 0 then
@@ -19,8 +19,9 @@
 //! same device count on every rank") and the same switches (--graphs/--side/--prefetch/--aio mirror
 //! TF_DS_GRAPHS/TF_DS_HC_SIDE/TF_DS_L2_PREFETCH/TF_DS_ENGRAM_AIO, --drafts mirrors --no-drafts). A
 //! follower that differs is refused: rank 0 answers REJECT, logs `refusing follower rank R: <reason>`
-//! and exits 2; the follower logs the reason and exits 2. A wrong world, a rank out of range or a rank
-//! that already joined is only turned away (rank 0 keeps waiting), as before.
+//! and exits 2; the follower logs the reason and exits 2. A wrong world or a rank out of range is only
+//! turned away (rank 0 keeps waiting); a rank still joined is told to RETRY (the follower exits 1, so
+//! systemd starts it again once rank 0 has seen its old connection go).
 
 const std = @import("std");
 const common = @import("common.zig");
@@ -300,6 +301,9 @@ pub const Rendezvous = struct {
 
         var reason: ?[]const u8 = null;
         var fatal = false;
+        // A rank that is still joined (its old connection not yet seen lost, e.g. a node that
+        // rebooted within the heartbeat timeout) is asked to come back: RETRY, not REJECT.
+        var transient = false;
         rv.mutex.lockUncancelable(io);
         if (hello) |h| {
             if (h.world != rv.world) {
@@ -308,6 +312,7 @@ pub const Rendezvous = struct {
                 reason = std.fmt.allocPrint(arena, "rank {d} is out of range: followers are ranks 1..{d}", .{ h.rank, rv.world - 1 }) catch "rank out of range";
             } else if (rv.peers[h.rank].joined.load(.acquire)) {
                 reason = std.fmt.allocPrint(arena, "rank {d} already joined", .{h.rank}) catch "rank already joined";
+                transient = true;
             } else if (mismatch(arena, rv.expect, h) catch "out of memory") |why| {
                 reason = why;
                 fatal = true;
@@ -331,7 +336,11 @@ pub const Rendezvous = struct {
             log("follower joined: rank {d} of {d} (kit {s}, pool {d}, rdma {s}); {d}/{d} followers", .{ h.rank, rv.world, h.kit, h.pool orelse 0, h.rdma, n, rv.world - 1 });
             return h.rank;
         }
-        sendLine(io, stream, "REJECT {s}", .{reason.?}) catch {};
+        if (transient) {
+            sendLine(io, stream, "RETRY {s}", .{reason.?}) catch {};
+        } else {
+            sendLine(io, stream, "REJECT {s}", .{reason.?}) catch {};
+        }
         if (fatal) {
             log("refusing follower rank {d}: {s}", .{ hello.?.rank, reason.? });
             log("exiting with status {d}", .{common.exit_refused});
@@ -430,6 +439,11 @@ pub const Follower = struct {
             log("fatal: rank 0 closed the connection during the handshake", .{});
             std.process.exit(common.exit_peer_lost);
         };
+        if (std.mem.startsWith(u8, answer, "RETRY ")) {
+            // Rank 0 still holds this rank's old connection: exit 1 so systemd starts it again.
+            log("fatal: rank 0 turned rank {d} away for now: {s}", .{ f.rank, answer["RETRY ".len..] });
+            std.process.exit(common.exit_peer_lost);
+        }
         if (std.mem.startsWith(u8, answer, "REJECT ")) {
             common.refuse("rank 0 refused rank {d}: {s}", .{ f.rank, answer["REJECT ".len..] });
         }

@@ -772,3 +772,14 @@ def test_recipe_patch_applies_and_changes_the_default_name(engine_bin, tmp_path)
         c.stop()
     with contextlib.suppress(FileNotFoundError):
         shutil.rmtree(tree)
+
+
+def test_a_rank_that_comes_back_before_rank_0_saw_it_go_is_told_to_retry(cluster):
+    """A node that reboots within the heartbeat timeout finds its rank still joined: rank 0 turns it
+    away for now (RETRY) and the follower exits 1, so systemd starts it again (exit 2 would stop it)."""
+    again = cluster.run_follower(1)
+    assert again.returncode == 1, again.stderr
+    assert "rank 0 turned rank 1 away for now: rank 1 already joined" in again.stderr
+    assert cluster.rank0.poll() is None
+    health = request(cluster.port, "GET", "/health")
+    assert health[0] == 200
