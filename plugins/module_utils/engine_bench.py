@@ -270,7 +270,7 @@ class Progress:
         if not self.path:
             return
         data = dict(self.state, done=self.done, total=self.total, elapsed_s=round(time.time() - self.started, 1),
-                    updated_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+                    pid=os.getpid(), updated_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         directory = os.path.dirname(os.path.abspath(self.path))
         try:
             fd, tmp = tempfile.mkstemp(prefix=".bench-progress.", dir=directory)

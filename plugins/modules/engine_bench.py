@@ -189,8 +189,8 @@ options:
     default: 3600
   progress_file:
     description:
-      - File the progress is written to (JSON with C(phase), C(step), C(done), C(total), C(last), C(elapsed_s)),
-        replaced atomically after every step. Its directory must exist.
+      - File the progress is written to (JSON with C(phase), C(step), C(done), C(total), C(last), C(elapsed_s)
+        and C(pid), the module's process), replaced atomically after every step. Its directory must exist.
     type: path
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes

@@ -85,7 +85,8 @@ options:
       - Keys are C(files_total), C(files_done), C(bytes_total), C(bytes_done) (the selection, with files already
         present counted as done), C(current) (list of the files in flight), C(updated) (Unix time), C(phase)
         (V(verifying), V(downloading), V(done), V(failed)), C(error) (the failure message, with V(failed)),
-        C(commit), and C(verify_bytes_total) and C(verify_bytes_done) for the hashing before the download.
+        C(commit), C(pid) (the module's process), and C(verify_bytes_total) and C(verify_bytes_done) for the hashing
+        before the download.
       - Its directory must exist; a file that cannot be written only gives a warning.
       - The file is first written after the revision is resolved; a poller should allow for it not to exist yet.
       - Not written in check mode.
@@ -117,7 +118,9 @@ requirements:
 notes:
   - C(changed) is true when file bytes were written or the manifest's content changed (for example files adopted
     into it); refreshing only the C(verified_at) stamps of V(full) is not a change.
-  - Two runs on the same O(local_dir) at once are refused (a lock under C(<local_dir>/.cache/huggingface/)).
+  - Two runs on the same O(local_dir) at once are refused (a lock under C(<local_dir>/.cache/huggingface/), which
+    holds the PID of the run that has it). The refused run fails with C(kind=locked), naming that PID and the lock
+    file, and says how to wait for the run or stop it.
   - Set E(HF_HUB_DISABLE_XET=1) in the task's environment to force plain HTTP downloads (and Range resumes) when
     hf_xet is installed; the module itself downloads over HTTP.
   - Copying a store with C(rsync -a) keeps sizes and mtimes, so the copied manifest would vouch for the copies
@@ -314,6 +317,7 @@ TRANSIENT_HTTP_ERRORS = (_httpx.TransportError,) if _httpx is not None else (OSE
 # Errors after which no other file can succeed either: stop the pool at once.
 FATAL_KINDS = ("gated", "bad_token", "repo_not_found", "revision_not_found", "disk")
 LIBRARY_NAME = "sparkfold-hub_snapshot"
+LOCK_NAME = ".sparkfold-hub_snapshot.lock"  # under <local_dir>/.cache/huggingface/; holds the running run's PID
 # Seconds between attempts when a download stops early without new bytes (then the run fails; the next resumes).
 RETRY_DELAYS = (1, 2, 4, 8, 8)
 
@@ -328,6 +332,7 @@ class Progress:
         self.last_write = 0.0
         self.failed_write = None
         self.state = {
+            "pid": os.getpid(),
             "commit": commit,
             "phase": "verifying",
             "files_total": files_total,
@@ -920,18 +925,44 @@ class HubSnapshot:
             return
         lock_dir = os.path.join(self.local_dir, ".cache", "huggingface")
         os.makedirs(lock_dir, exist_ok=True)
-        lock_path = os.path.join(lock_dir, ".sparkfold-hub_snapshot.lock")
-        with open(lock_path, "a") as handle:
+        lock_path = os.path.join(lock_dir, LOCK_NAME)
+        with open(lock_path, "a+") as handle:
             try:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as exc:
-                raise HubError(
-                    f"another hub_snapshot run holds {lock_path}; wait for it to finish", kind="locked"
-                ) from exc
+                handle.seek(0)
+                pid = lock_holder(handle.read())
+                raise HubError(locked_message(lock_path, pid), kind="locked", lock_file=lock_path, pid=pid) from exc
+            # The holder's PID, for the message of a run refused meanwhile; cleared before the lock is let go.
+            os.ftruncate(handle.fileno(), 0)
+            handle.write(f"{os.getpid()}\n")
+            handle.flush()
             try:
                 yield
             finally:
+                os.ftruncate(handle.fileno(), 0)
                 fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def lock_holder(text):
+    """The PID written in a lock file, or None (an empty file, a lock file of an older version)."""
+    text = text.strip()
+    return int(text) if text.isdigit() else None
+
+
+def locked_message(lock_path, pid):
+    """Why a run is refused while another holds the lock, with how to wait for it or stop it."""
+    if pid is None:
+        who = f"another hub_snapshot run holds {lock_path} (its PID is not recorded; `fuser -v {lock_path}` shows it)"
+        stop = "stop that process"
+    else:
+        who = f"another hub_snapshot run, PID {pid}, holds {lock_path}"
+        stop = f"stop it with `kill {pid}` on this host"
+    return (
+        f"{who}: a download into this directory is still running, perhaps the async job of an earlier play. "
+        f"Wait for it to finish (its progress file shows how far it is), or {stop} (what it has fetched is kept "
+        "and resumed), then run again."
+    )
 
 
 def _is_regular(st):

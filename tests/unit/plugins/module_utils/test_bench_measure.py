@@ -3,6 +3,7 @@
 progress file, and the concurrency point against fake servers that garble."""
 
 import json
+import os
 import sys
 
 import pytest
@@ -111,6 +112,7 @@ def test_progress_file(tmp_path):
     data = json.loads(path.read_text())
     assert data["phase"] == "decode" and data["step"] == "prose run 1/3"
     assert data["done"] == 1 and data["total"] == 3 and data["last"].startswith("decode prose")
+    assert data["pid"] == os.getpid()  # for job_watch's "kill <pid>" when the watch times out
     assert [p.name for p in tmp_path.iterdir()] == ["progress.json"]  # no temporary file left
     eb.Progress(None, 1).finished("nothing written")
 

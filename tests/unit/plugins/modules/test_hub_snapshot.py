@@ -158,6 +158,7 @@ def test_progress_file_reports_the_finished_run(run, store, tmp_path, hub_data):
     assert state["files_done"] == state["files_total"] == len(result["files"])
     assert state["bytes_done"] == state["bytes_total"] == total
     assert state["current"] == []
+    assert state["pid"] == os.getpid()  # for job_watch's "kill <pid>" when the watch times out
     assert abs(state["updated"] - time.time()) < 60
     assert os.listdir(progress.parent) == ["progress.json"]  # no temporary files left
 
@@ -442,3 +443,108 @@ def test_broken_manifest_is_rebuilt_by_hashing(run, store, hub_server, content):
     assert {f["status"] for f in result["files"]} == {"present"}
     assert any(MANIFEST_NAME in w for w in run.warnings)
     assert json.loads((store / MANIFEST_NAME).read_text())["commit"] == fixtures.QUANT_PIN
+
+
+# --- a second run while one is running (a re-run of the play while the async job still downloads) ---------
+LOCK = os.path.join(".cache", "huggingface", hub_snapshot.LOCK_NAME)
+
+# Takes the store's lock in another process with hub_snapshot's own code, as a running download does,
+# says "locked" and holds it until its stdin closes. argv: local_dir, "raw" to take a bare flock instead
+# (a lock file of an older version, without a PID in it).
+HOLD_LOCK = """
+import fcntl, os, sys
+from ansible_collections.sparkfold.cluster.plugins.modules import hub_snapshot
+snapshot = hub_snapshot.HubSnapshot.__new__(hub_snapshot.HubSnapshot)
+snapshot.local_dir = sys.argv[1]
+if sys.argv[2:] == ["raw"]:
+    path = os.path.join(sys.argv[1], ".cache", "huggingface", hub_snapshot.LOCK_NAME)
+    os.makedirs(os.path.dirname(path))
+    handle = open(path, "a")
+    fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+    print("locked", flush=True)
+    sys.stdin.read()
+else:
+    with snapshot._lock(False):
+        print("locked", flush=True)
+        sys.stdin.read()
+"""
+
+
+@pytest.fixture
+def hold_lock(store):
+    """hold_lock(raw=False) -> Popen of a process holding the store's lock; ended after the test."""
+    collections = MODULE_PATH
+    while os.path.basename(collections) != "ansible_collections":
+        collections = os.path.dirname(collections)
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(collections))
+    procs = []
+
+    def _hold(raw=False):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", HOLD_LOCK, str(store)] + (["raw"] if raw else []),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True,
+        )
+        procs.append(proc)
+        assert proc.stdout.readline() == "locked\n"
+        return proc
+
+    yield _hold
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+
+
+def test_a_run_while_another_holds_the_lock_names_its_pid(run, store, hub_server, hold_lock):
+    holder = hold_lock()
+    lock = store / LOCK
+    assert lock.read_text() == f"{holder.pid}\n"
+
+    kind, result = run(quant(store))
+    assert kind == "fail", result
+    assert result["kind"] == "locked"
+    assert result["pid"] == holder.pid
+    assert result["lock_file"] == str(lock)
+    msg = result["msg"]
+    assert f"PID {holder.pid}, holds {lock}" in msg
+    assert f"`kill {holder.pid}`" in msg and "Wait for it to finish" in msg
+    assert hub_server.bytes_served == 0  # refused before any download
+
+    holder.communicate("")  # the running download ends: its PID leaves the lock file with it
+    assert holder.returncode == 0
+    assert lock.read_text() == ""
+    kind, result = run(quant(store))
+    assert kind == "exit", result
+    assert lock.read_text() == ""
+
+
+def test_the_lock_holds_the_running_module_pid(run, store, monkeypatch):
+    seen = []
+    plan = hub_snapshot.HubSnapshot.plan
+
+    def spy(self, *args, **kwargs):
+        seen.append((store / LOCK).read_text())
+        return plan(self, *args, **kwargs)
+
+    monkeypatch.setattr(hub_snapshot.HubSnapshot, "plan", spy)
+    kind, result = run(quant(store))
+    assert kind == "exit", result
+    assert seen == [f"{os.getpid()}\n"]
+
+
+def test_a_lock_without_pid_says_how_to_find_the_holder(run, store, hold_lock):
+    hold_lock(raw=True)
+    kind, result = run(quant(store))
+    assert kind == "fail" and result["kind"] == "locked", result
+    assert result["pid"] is None
+    assert "PID is not recorded" in result["msg"] and f"`fuser -v {store / LOCK}`" in result["msg"]
+
+
+def test_a_killed_holder_leaves_no_lock_behind(run, store, hold_lock):
+    holder = hold_lock()
+    holder.kill()  # SIGKILL, as an async time limit does: the PID stays in the file, the lock goes
+    holder.communicate()
+    assert (store / LOCK).read_text() == f"{holder.pid}\n"
+    kind, result = run(quant(store))
+    assert kind == "exit", result
+    assert (store / LOCK).read_text() == ""
