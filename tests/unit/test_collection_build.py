@@ -28,7 +28,7 @@ SHIPPED_FILES = (
     "requirements.yml",
     "requirements.txt",
 )
-TOP_LEVEL = {*SHIPPED_FILES, *(d.split("/")[0] for d in SHIPPED_DIRS)}
+TOP_LEVEL = {*SHIPPED_FILES, *(d.split("/", maxsplit=1)[0] for d in SHIPPED_DIRS)}
 
 # What a working checkout holds besides the tracked files: made in the copy the test builds, so
 # that a build_ignore which forgets one of them fails here and not on Galaxy.
