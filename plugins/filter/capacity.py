@@ -183,6 +183,12 @@ def _memory_problem(parts, node_memory):
             f'({total - node_memory:,} bytes)')
 
 
+def _memory_fields(weights, engram, pool_bytes, floor, node_memory):
+    """The result's memory figures, the same for every model."""
+    used = weights + engram + pool_bytes
+    return {'memory_used_bytes': used, 'memory_needed_bytes': used + floor, 'memory_left_bytes': node_memory - used}
+
+
 def _memory_summary(parts, node_memory):
     line, total = _memory_line(parts)
     if total <= node_memory:
@@ -296,9 +302,7 @@ def _zig_pool(recipe):
         'slots': slots,
         'streams': streams,
         'context_max_positions': context_max,
-        'memory_used_bytes': weights + engram + pool_bytes,
-        'memory_needed_bytes': weights + engram + pool_bytes + floor,
-        'memory_left_bytes': node_memory - (weights + engram + pool_bytes),
+        **_memory_fields(weights, engram, pool_bytes, floor, node_memory),
     }
 
 
@@ -397,9 +401,7 @@ def _token_pool(recipe):
         'page_tokens': page_tokens,
         'pool_pages': pool_pages,
         'needed_pages': needed_pages,
-        'memory_used_bytes': weights + engram + pool_bytes,
-        'memory_needed_bytes': weights + engram + pool_bytes + floor,
-        'memory_left_bytes': node_memory - (weights + engram + pool_bytes),
+        **_memory_fields(weights, engram, pool_bytes, floor, node_memory),
     }
 
 
