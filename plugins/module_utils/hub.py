@@ -18,6 +18,7 @@ import traceback
 from datetime import datetime, timezone
 
 from ansible.module_utils.basic import missing_required_lib
+from ansible_collections.sparkfold.cluster.plugins.module_utils.hub_refs import describe_force_push, force_pushed
 
 try:
     from huggingface_hub import HfApi
@@ -250,7 +251,7 @@ def missing_revision_error(api, repo_id, revision, repo_type, endpoint, fallback
     """HubError for a revision the Hub does not have, naming what it has now and what to do.
 
     details: refs (as list_refs, None when they could not be listed), squashed (the branch head of
-    super_squashed or None).
+    super_squashed or None), force_pushed (what force_pushed found, or None; never set with squashed).
     """
     where = f"{repo_id} on {endpoint}"
     histories = {}
@@ -263,6 +264,7 @@ def missing_revision_error(api, repo_id, revision, repo_type, endpoint, fallback
             kind="revision_not_found",
             refs=None,
             squashed=None,
+            force_pushed=None,
         )
     branches = "; ".join(_describe_ref(r) for r in refs["branches"]) or "none"
     tags = "; ".join(_describe_ref(r) for r in refs["tags"]) or "none"
@@ -271,12 +273,15 @@ def missing_revision_error(api, repo_id, revision, repo_type, endpoint, fallback
         f"downloaded). Branches now: {branches}. Tags now: {tags}."
     )
     squashed = super_squashed(refs, histories, fallback_branch)
+    forced = None if squashed else force_pushed(api, repo_id, repo_type, refs, histories, fallback_branch)
     if squashed:
         msg += (
             f" The history of {fallback_branch} looks super-squashed: it is a single commit titled "
             f"\"{squashed['title']}\", so older commits such as {revision} were removed from the Hub and will "
             "not come back."
         )
+    elif forced:
+        msg += describe_force_push(forced, revision)
     else:
         head = next((r for r in refs["branches"] if r["name"] == fallback_branch), None)
         if head is not None:
@@ -292,7 +297,7 @@ def missing_revision_error(api, repo_id, revision, repo_type, endpoint, fallback
         f"on_missing=branch_head_if_files_match with expected_files to accept the head of {fallback_branch} only "
         "if its files match the ones you expect."
     )
-    return HubError(msg, kind="revision_not_found", refs=refs, squashed=squashed)
+    return HubError(msg, kind="revision_not_found", refs=refs, squashed=squashed, force_pushed=forced)
 
 
 def _expand_short_sha(api, repo_id, prefix, repo_type):
