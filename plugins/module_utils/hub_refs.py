@@ -143,3 +143,12 @@ def unpinned_revision_warning(repo_id, revision, commit, kind, variable):
         f"revision {revision} of {repo_id} is a {kind}, not a pin: it resolved to commit {commit} on this run, but "
         f"a {kind} can move, so the next run may deploy another commit. To pin it, set {variable} to {commit}"
     )
+
+
+def check_pin(api, repo_id, revision, commit, variable, repo_type="model", refs=None):
+    """unpinned_revision_warning for revision (None for a commit id); asks the Hub for the names of the branches
+    and tags when refs (as list_refs returns) is None and revision is not a commit id."""
+    kind = revision_kind(revision, commit, refs)
+    if kind == "branch or tag" and refs is None:
+        kind = revision_kind(revision, commit, ref_names(api, repo_id, repo_type))
+    return unpinned_revision_warning(repo_id, revision, commit, kind, variable)

@@ -243,10 +243,7 @@ from ansible_collections.sparkfold.cluster.plugins.module_utils.hub import (
     resolve_revision,
     short_sha,
 )
-from ansible_collections.sparkfold.cluster.plugins.module_utils.hub_refs import (
-    revision_kind,
-    unpinned_revision_warning,
-)
+from ansible_collections.sparkfold.cluster.plugins.module_utils.hub_refs import check_pin
 
 MAX_LISTED_PROBLEMS = 20
 
@@ -347,7 +344,7 @@ def main():
 
     if policy is None:
         variable = params["revision_variable"] or "this task's revision"
-        warning = unpinned_revision_warning(repo_id, revision, commit, revision_kind(revision, commit, refs), variable)
+        warning = check_pin(api, repo_id, revision, commit, variable, repo_type, refs)
         if warning:
             module.warn(warning)
 
