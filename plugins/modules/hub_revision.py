@@ -22,7 +22,7 @@ description:
     the current branches and tags with their head commits (short sha, date, title), says whether the history of
     O(fallback_branch) looks super-squashed (a single commit whose title starts with C(Super-squash), which is what
     removed the old commits) or force-pushed (its oldest commit is younger than the repo, or it shares no commit with
-    a tag: the branch was replaced by unrelated commits), and what to do.
+    a tag - the branch was replaced by unrelated commits), and what to do.
   - A branch or a tag is resolved to its commit, and the module warns that it is not a pin (the next run may deploy
     another commit), naming the variable to set to the returned commit (O(revision_variable)). A commit sha, full
     or short, gives no warning.
