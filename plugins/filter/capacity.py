@@ -112,8 +112,6 @@ def _model(recipe):
     return model, ignored
 
 
-
-
 def _memory_line(parts):
     """'weights 99.0 GiB + ... = 116.55 GiB' and the total, from (label, bytes) pairs."""
     total = sum(size for _label, size in parts)
@@ -141,7 +139,6 @@ def _memory_summary(parts, node_memory):
     if total <= node_memory:
         return f'{line} of {_gib(node_memory)} node memory, {_gib(node_memory - total)} spare'
     return f'{line} exceeds {_gib(node_memory)} node memory by {_gib(total - node_memory)}'
-
 
 
 def _bytes_per_position(recipe):

@@ -77,7 +77,6 @@ def optional_count(recipe, key, default=0, minimum=0):
     return to_count(recipe[key], key, minimum) if is_given(recipe, key) else default
 
 
-
 def memory_inputs(recipe):
     """(weights, engram, node memory, floor) in bytes."""
     return (

@@ -34,6 +34,7 @@ def _result(name, passed, detail, started, **extra):
     result.update(extra)
     return result
 
+
 def _stream_problem(stream):
     """A message when a stream did not complete, else None."""
     if stream.error:
@@ -109,7 +110,6 @@ def run_needle(client, target_tokens, depths, count=None, seed=0, use_tokenize=T
 DETERMINISM_PROMPT = (
     "Write a short paragraph about lighthouses: who keeps them, how their lamps turn, and why ships need them."
 )
-
 
 
 def concurrent_streams(client, messages, streams, max_tokens, extra=None, deadline=None):

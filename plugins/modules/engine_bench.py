@@ -26,7 +26,7 @@ description:
     cycle of up to 4 tokens) repeated O(garble_min_tokens) times, or one where a single token is half the output,
     counts as garbled."
   - "Needle test (O(needle_tokens)): passphrases planted at depths of a long prompt must all come back in order
-    (the smoke test's check, from the engine_checks module_utils)."
+    (the smoke test's check, from the engine_needle module_utils)."
   - "Prompt lengths are counted with the server's C(/tokenize) when it has one, else with O(tokenizer_path)
     (C(tokenizer.json)) when the python running the module has the C(tokenizers) package, else estimated at 4
     characters per token; C(token_counter) in RV(measurements) says which, and why the better ones were not used."
