@@ -108,7 +108,23 @@ def test_classify_manifest_mode_trusts_agreeing_record_only():
     assert m.classify(entry, st(10, 6), True, rec, "manifest") == m.UNCHECKED  # touched: hash it again
     assert m.classify(entry, st(10, 5), True, None, "manifest") == m.UNCHECKED  # never recorded
     # the Hub now lists another hash for the path (new commit): the old record vouches for nothing
-    assert m.classify(lfs(size=10, sha256="c" * 64), st(10, 5), True, rec, "manifest") == m.UNCHECKED
+    assert m.classify(lfs(size=10, sha256="c" * 64), st(10, 6), True, rec, "manifest") == m.UNCHECKED
+    # ... and while it still matches the file on disk, it says the file holds the other content: no need to
+    # read it to know it is wrong
+    assert m.classify(lfs(size=10, sha256="c" * 64), st(10, 5), True, rec, "manifest") == m.BAD
+
+
+def test_classify_file_of_another_revision_is_bad_whatever_verify_says():
+    """A shard of the previous commit with the size of the new one is not trusted by verify=none either."""
+    old = lfs(size=10)
+    rec = record(old, mtime_ns=5)
+    new = lfs(size=10, sha256="c" * 64)
+    for verify in ("none", "manifest", "full"):
+        assert m.classify(new, st(10, 5), True, rec, verify) == m.BAD
+    # a record of another hash kind cannot be compared: hashed (or trusted by size with none) as before
+    blob = m.remote_entry(old["path"], 10, blob_id=BLOB)
+    assert m.classify(blob, st(10, 5), True, rec, "manifest") == m.UNCHECKED
+    assert m.classify(blob, st(10, 5), True, rec, "none") == m.PRESENT
 
 
 def test_classify_full_hashes_everything_and_none_trusts_size():

@@ -15,6 +15,7 @@ import time
 
 import pytest
 from ansible_collections.sparkfold.cluster.plugins.module_utils.manifest import MANIFEST_NAME
+from ansible_collections.sparkfold.cluster.plugins.module_utils import snapshot_lock
 from ansible_collections.sparkfold.cluster.plugins.modules import hub_snapshot
 
 from tests.hub import fixtures
@@ -446,25 +447,23 @@ def test_broken_manifest_is_rebuilt_by_hashing(run, store, hub_server, content):
 
 
 # --- a second run while one is running (a re-run of the play while the async job still downloads) ---------
-LOCK = os.path.join(".cache", "huggingface", hub_snapshot.LOCK_NAME)
+LOCK = os.path.join(".cache", "huggingface", snapshot_lock.LOCK_NAME)
 
 # Takes the store's lock in another process with hub_snapshot's own code, as a running download does,
 # says "locked" and holds it until its stdin closes. argv: local_dir, "raw" to take a bare flock instead
 # (a lock file of an older version, without a PID in it).
 HOLD_LOCK = """
 import fcntl, os, sys
-from ansible_collections.sparkfold.cluster.plugins.modules import hub_snapshot
-snapshot = hub_snapshot.HubSnapshot.__new__(hub_snapshot.HubSnapshot)
-snapshot.local_dir = sys.argv[1]
+from ansible_collections.sparkfold.cluster.plugins.module_utils import snapshot_lock
 if sys.argv[2:] == ["raw"]:
-    path = os.path.join(sys.argv[1], ".cache", "huggingface", hub_snapshot.LOCK_NAME)
+    path = snapshot_lock.lock_path(sys.argv[1])
     os.makedirs(os.path.dirname(path))
     handle = open(path, "a")
     fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
     print("locked", flush=True)
     sys.stdin.read()
 else:
-    with snapshot._lock(False):
+    with snapshot_lock.store_lock(sys.argv[1]):
         print("locked", flush=True)
         sys.stdin.read()
 """
