@@ -48,7 +48,8 @@ STATUS = {PRESENT: "present", MISSING: "downloaded", BAD: "refetched"}
 class HubSnapshot(SnapshotPlanner):
     def __init__(self, module):
         super().__init__(module)
-        self.stall_timeout = module.params.get("stall_timeout") or DEFAULT_STALL_TIMEOUT
+        stall_timeout = module.params.get("stall_timeout")
+        self.stall_timeout = DEFAULT_STALL_TIMEOUT if stall_timeout is None else stall_timeout
         self.abort = threading.Event()
         self.downloader = None
         self._preflight = {}

@@ -57,6 +57,28 @@ def test_empty_file_hashes(tmp_path):
     assert m.hash_file(str(path), "blob_id") == "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"  # git's empty blob
 
 
+def test_file_digests_read_once_for_both_kinds_and_content_matches(tmp_path):
+    data = os.urandom(50_000)
+    path = tmp_path / "tokenizer.json"
+    path.write_bytes(data)
+    digests = m.file_digests(str(path), chunk_size=4096)
+    sha, blob = hashlib.sha256(data).hexdigest(), hashlib.sha1(b"blob 50000\x00" + data).hexdigest()
+    assert digests == (sha, blob, len(data))
+    assert m.digest_file(str(path), m.HASH_KINDS) == {"sha256": sha, "blob_id": blob}
+    assert m.content_matches({"size": len(data), "sha256": sha.upper(), "blob_id": "0" * 40}, digests)
+    assert m.content_matches({"size": len(data), "sha256": None, "blob_id": blob}, digests)
+    assert not m.content_matches({"size": len(data) + 1, "sha256": sha}, digests)
+    assert not m.content_matches({"size": len(data), "sha256": None, "blob_id": None}, digests)
+
+
+def test_one_hasher_for_the_hub_modules():
+    """tokenizer_pull's file_digests/content_matches (imported from hub.py) are manifest.py's, not a second hasher."""
+    from ansible_collections.sparkfold.cluster.plugins.module_utils import hub
+
+    assert hub.file_digests is m.file_digests and hub.content_matches is m.content_matches
+    assert not hasattr(hub, "hashlib")
+
+
 def test_unknown_hash_kind():
     with pytest.raises(ValueError):
         m.new_hasher("md5", 1)
