@@ -17,15 +17,12 @@ import traceback
 from datetime import datetime, timezone
 
 from ansible.module_utils.basic import missing_required_lib
+from ansible_collections.sparkfold.cluster.plugins.module_utils import manifest
 from ansible_collections.sparkfold.cluster.plugins.module_utils.hub_timeouts import (
     describe_timeout,
     hub_timeouts,
     is_timeout,
     use_timeouts,
-)
-from ansible_collections.sparkfold.cluster.plugins.module_utils.manifest import (  # noqa: F401 - re-exported
-    content_matches,
-    file_digests,
 )
 
 try:
@@ -39,6 +36,10 @@ except ImportError:  # pragma: no cover - exercised on hosts without the venv
     hf_errors = None
     HAS_HF = False
     HF_IMPORT_ERROR = traceback.format_exc()
+
+# The one file hasher is manifest.py's; tokenizer_pull takes these two from here.
+file_digests = manifest.file_digests
+content_matches = manifest.content_matches
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 FULL_SHA = re.compile(r"^[0-9a-f]{40}$")

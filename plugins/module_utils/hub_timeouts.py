@@ -53,7 +53,7 @@ def hub_timeouts(params):
     for name, default in (("connect_timeout", DEFAULT_CONNECT_TIMEOUT), ("read_timeout", DEFAULT_READ_TIMEOUT)):
         value = params.get(name)
         value = default if value is None else float(value)
-        if not value > 0:
+        if value <= 0:
             raise ValueError(f"{name} must be a number of seconds above 0 (got {params.get(name)!r})")
         values.append(value)
     return HubTimeouts(*values)

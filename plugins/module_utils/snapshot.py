@@ -67,7 +67,7 @@ class HubSnapshot(SnapshotPlanner):
             raise HubError("max_workers must be 1 or more", kind="args")
         if self.params["min_free_bytes"] < 0:
             raise HubError("min_free_bytes must be 0 or more", kind="args")
-        if not self.stall_timeout > 0:
+        if self.stall_timeout <= 0:
             raise HubError("stall_timeout must be a number of seconds above 0", kind="args")
 
         selected = self.resolve()

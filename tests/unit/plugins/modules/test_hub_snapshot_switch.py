@@ -20,7 +20,8 @@ from ansible_collections.sparkfold.cluster.plugins.modules import hub_snapshot, 
 from tests.hub import fixtures
 from tests.unit.module_runner import module_runner
 
-A, B = fixtures.SWITCH_A, fixtures.SWITCH_B
+A = fixtures.SWITCH_A
+B = fixtures.SWITCH_B
 SHARD2 = "shard-2.safetensors"
 MODULE_PATH = os.path.abspath(hub_snapshot.__file__)
 
