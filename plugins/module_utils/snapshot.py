@@ -157,6 +157,8 @@ class HubSnapshot(SnapshotPlanner):
             progress.update(force=True, phase="downloading")
             errors, staged = self._fetch_all(fetch, progress, records)
 
+        if progress.failed_write:
+            self.module.warn(progress.failed_write)
         if errors:
             self._drop_stale_partials(selected, fetch)
             _prune_empty_dirs(self.download_dir)
@@ -183,8 +185,6 @@ class HubSnapshot(SnapshotPlanner):
         manifest_changed = self._write_manifest(manifest, records)
         result["downloaded_bytes"] = self.downloaded
         result["changed"] = self.downloaded > 0 or moved or bool(staged or remove) or manifest_changed
-        if progress.failed_write:
-            self.module.warn(progress.failed_write)
         progress.update(force=True, phase="done", current=[])
         if self.module._diff:
             result["diff"] = self._diff(before_files, selected)
