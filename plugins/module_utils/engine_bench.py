@@ -20,9 +20,6 @@ options in bench_setup.
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 import time
 
 from ansible_collections.sparkfold.cluster.plugins.module_utils.bench_figures import (
@@ -36,42 +33,6 @@ from ansible_collections.sparkfold.cluster.plugins.module_utils.bench_figures im
 from ansible_collections.sparkfold.cluster.plugins.module_utils.bench_prompts import PROMPTS, prompt_of_tokens
 from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_needle import Needle
 from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_stream import together
-
-
-# --- progress -----------------------------------------------------------------------------------
-class Progress:
-    """Writes the progress of a run to a JSON file (replaced atomically) for the role to poll."""
-
-    def __init__(self, path, total):
-        self.path = path
-        self.total = total
-        self.done = 0
-        self.started = time.time()
-        self.state = {"phase": "starting", "step": "", "last": ""}
-        self.write()
-
-    def step(self, phase, step):
-        self.state.update(phase=phase, step=step)
-        self.write()
-
-    def finished(self, last):
-        self.done += 1
-        self.state["last"] = last
-        self.write()
-
-    def write(self):
-        if not self.path:
-            return
-        data = dict(self.state, done=self.done, total=self.total, elapsed_s=round(time.time() - self.started, 1),
-                    pid=os.getpid(), updated_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-        directory = os.path.dirname(os.path.abspath(self.path))
-        try:
-            fd, tmp = tempfile.mkstemp(prefix=".bench-progress.", dir=directory)
-            with os.fdopen(fd, "w") as handle:
-                json.dump(data, handle)
-            os.replace(tmp, self.path)
-        except OSError:
-            pass  # progress is a courtesy; the run does not depend on it
 
 
 # --- phases -------------------------------------------------------------------------------------

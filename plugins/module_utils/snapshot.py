@@ -35,9 +35,9 @@ from ansible_collections.sparkfold.cluster.plugins.module_utils.manifest import 
     utc_now,
     write_atomic,
 )
+from ansible_collections.sparkfold.cluster.plugins.module_utils.progress_file import SnapshotProgress as Progress
 from ansible_collections.sparkfold.cluster.plugins.module_utils.snapshot_lock import store_lock
 from ansible_collections.sparkfold.cluster.plugins.module_utils.snapshot_plan import SnapshotPlanner
-from ansible_collections.sparkfold.cluster.plugins.module_utils.snapshot_progress import Progress
 
 # Errors after which no other file can succeed either: stop the pool at once.
 FATAL_KINDS = ("gated", "bad_token", "repo_not_found", "revision_not_found", "disk")

@@ -282,10 +282,11 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sparkfold.cluster.plugins.module_utils import bench_setup
 from ansible_collections.sparkfold.cluster.plugins.module_utils.bench_figures import summary_lines
 from ansible_collections.sparkfold.cluster.plugins.module_utils.bench_prompts import TokenCounter
-from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_bench import Progress, run_phases
+from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_bench import run_phases
 from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_checks import engine_context
 from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_client import EngineClient
 from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_errors import EngineError
+from ansible_collections.sparkfold.cluster.plugins.module_utils.progress_file import StepProgress
 
 
 def _positive(module, name, values):
@@ -335,7 +336,7 @@ def main():
         if counter.method == "estimate":
             module.warn("prompt lengths are ESTIMATED (4 characters per token): " + "; ".join(counter.notes))
 
-    progress = Progress(p["progress_file"], bench_setup.total_steps(p))
+    progress = StepProgress(p["progress_file"], bench_setup.total_steps(p))
     started = time.time()
     results = {
         "schema": 1,

@@ -4,7 +4,6 @@ token counters (bench_prompts), progress file and phases (engine_bench), and the
 against fake servers that garble."""
 
 import json
-import os
 import sys
 from types import SimpleNamespace
 
@@ -14,6 +13,7 @@ from ansible_collections.sparkfold.cluster.plugins.module_utils import bench_pro
 from ansible_collections.sparkfold.cluster.plugins.module_utils import engine_bench as eb
 from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_client import EngineClient
 from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_needle import estimate_tokens
+from ansible_collections.sparkfold.cluster.plugins.module_utils.progress_file import StepProgress
 
 from tests.unit.fake_openai import FakeEngine, chat_chunks, models_list, tokenize_vllm
 
@@ -109,20 +109,6 @@ def test_token_counter_tokenizer_without_the_package(tmp_path, monkeypatch):
         bp.TokenCounter(EngineClient(fake.url), "tokenizer", str(path))
 
 
-def test_progress_file(tmp_path):
-    path = tmp_path / "progress.json"
-    progress = eb.Progress(str(path), 3)
-    assert json.loads(path.read_text())["phase"] == "starting"
-    progress.step("decode", "prose run 1/3")
-    progress.finished("decode prose run 1: 80 tok/s")
-    data = json.loads(path.read_text())
-    assert data["phase"] == "decode" and data["step"] == "prose run 1/3"
-    assert data["done"] == 1 and data["total"] == 3 and data["last"].startswith("decode prose")
-    assert data["pid"] == os.getpid()  # for job_watch's "kill <pid>" when the watch times out
-    assert [p.name for p in tmp_path.iterdir()] == ["progress.json"]  # no temporary file left
-    eb.Progress(None, 1).finished("nothing written")
-
-
 def _chat_route(fake, replies):
     """Stream reply[i % len] to the i-th chat request."""
     fake.route("GET", "/v1/models", lambda body, n: (200, models_list("m")))
@@ -198,9 +184,9 @@ def test_progress_lines_read_as_the_summary(tmp_path):
     path = tmp_path / "progress.json"
     counter = SimpleNamespace(method="server", exact=True, count=len)
     client = EngineClient("http://127.0.0.1:1")
-    rows = eb.run_prefill(client, counter, [9000], context_length=8192, progress=eb.Progress(str(path), 1))
+    rows = eb.run_prefill(client, counter, [9000], context_length=8192, progress=StepProgress(str(path), 1))
     assert json.loads(path.read_text())["last"] == bf.summary_lines({"prefill": rows})[0] == (
         "prefill 9000: skipped, 9000 + 4 tokens exceeds the server's context of 8192")
-    needle = eb.run_needle(client, counter, 50000, context_length=40000, progress=eb.Progress(str(path), 1))
+    needle = eb.run_needle(client, counter, 50000, context_length=40000, progress=StepProgress(str(path), 1))
     assert json.loads(path.read_text())["last"] == bf.summary_lines({"needle": needle})[0]
     assert bf.summary_lines({"needle": needle})[0].startswith("needle 50000: FAIL, a 50000-token prompt")
