@@ -72,7 +72,8 @@ def _fatal(proc):
     ("fabric", {"fabric_rails": [RAILS[0], dict(RAILS[1], cidr="192.168.101.7")]},
      "fabric_rails: rail1 (enP2p1s0f1np1): cidr '192.168.101.7' is not a valid IPv4 network: it has no prefix"),
     ("preflight", {"preflight_min_memory_gib": "110G"},
-     "sparkfold.cluster.preflight - argument 'preflight_min_memory_gib' is of type str and we were unable to convert to int"),
+     "sparkfold.cluster.preflight - argument 'preflight_min_memory_gib' is of type str"
+     " and we were unable to convert to int"),
 ], ids=["mtu-9k", "mtu-90000", "cidr-prefix-33", "cidr-no-prefix", "preflight-int"])
 def test_a_wrong_variable_fails_short_and_named(tmp_path, role, extra_vars, expected):
     proc = _run(tmp_path, role, extra_vars)
