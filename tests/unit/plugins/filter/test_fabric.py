@@ -590,7 +590,8 @@ NAMES = {'rails': 'fabric_rails', 'index': 'fabric_host_index', 'mtu': 'fabric_m
 def test_fabric_plan_problems_names_the_variable_at_fault(kwargs, expected):
     args = {'rails': rails(), 'index': 1, 'mtu': 9000, 'management_cidrs': []}
     args.update(kwargs)
-    problems = fabric.fabric_plan_problems(args.pop('rails'), args.pop('index'), names=NAMES, **args)
+    problems = fabric.fabric_plan_problems(args['rails'], args['index'], management_cidrs=args['management_cidrs'],
+                                           mtu=args['mtu'], names=NAMES)
     assert len(problems) == 1
     assert problems[0].startswith(expected), problems
 
