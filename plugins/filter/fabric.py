@@ -198,19 +198,44 @@ def _check_distinct(first, second):
             f'each CX7 twin needs its own subnet ({_SPLIT_TWINS})')
 
 
+def _check_index(index):
+    index = _as_int(index, 'index')
+    if index < 1:
+        raise AnsibleFilterError(
+            f'index must be the 1-based position of the host in the cluster (>= 1), got {index}')
+    return index
+
+
+def _check_mtu(mtu):
+    mtu = _as_int(mtu, 'mtu')
+    if not MTU_MIN <= mtu <= MTU_MAX:
+        raise AnsibleFilterError(
+            f'mtu {mtu} is outside {MTU_MIN}..{MTU_MAX} (use 9000 on both ends of every rail)')
+    return mtu
+
+
+def fabric_plan_problems(rails, index, management_cidrs=None, mtu=9000, min_hosts=2, names=None):
+    """What fabric_plan would refuse, as a list of at most one message, prefixed with the name
+    (from ``names``, e.g. {'mtu': 'fabric_mtu'}) of the input at fault; [] when it accepts."""
+    names = names or {}
+    checks = (('index', lambda: _check_index(index)), ('mtu', lambda: _check_mtu(mtu)),
+              ('management_cidrs', lambda: _parse_management(management_cidrs)),
+              ('rails', lambda: fabric_plan(rails, index, management_cidrs, mtu, min_hosts)))
+    for what, check in checks:
+        try:
+            check()
+        except AnsibleFilterError as exc:
+            return [f'{names.get(what, what)}: {to_text(exc.message)}']
+    return []
+
+
 def fabric_plan(rails, index, management_cidrs=None, mtu=9000, min_hosts=2):
     """Address plan of one host on every rail (CX7 twin) of the fabric."""
     _require_netaddr('fabric_plan')
     _check_rails_list(rails, 'fabric_plan')
 
-    index = _as_int(index, 'index')
-    if index < 1:
-        raise AnsibleFilterError(
-            f'index must be the 1-based position of the host in the cluster (>= 1), got {index}')
-    mtu = _as_int(mtu, 'mtu')
-    if not MTU_MIN <= mtu <= MTU_MAX:
-        raise AnsibleFilterError(
-            f'mtu {mtu} is outside {MTU_MIN}..{MTU_MAX} (use 9000 on both ends of every rail)')
+    index = _check_index(index)
+    mtu = _check_mtu(mtu)
     min_hosts = _as_int(min_hosts, 'min_hosts')
     if min_hosts < 1:
         raise AnsibleFilterError(f'min_hosts must be >= 1, got {min_hosts}')
@@ -384,6 +409,7 @@ class FilterModule:
     def filters(self):
         return {
             'fabric_plan': fabric_plan,
+            'fabric_plan_problems': fabric_plan_problems,
             'roce_gid_index': roce_gid_index,
             'nccl_ib_hca': nccl_ib_hca,
             'nccl_addr_range': nccl_addr_range,

@@ -57,6 +57,7 @@ def error_of(func, *args, **kwargs):
 def test_filters_are_registered():
     assert FilterModule().filters() == {
         'fabric_plan': fabric_plan,
+        'fabric_plan_problems': fabric.fabric_plan_problems,
         'roce_gid_index': roce_gid_index,
         'nccl_ib_hca': nccl_ib_hca,
         'nccl_addr_range': nccl_addr_range,
@@ -571,3 +572,34 @@ def test_outside_rails_of_fabric_addresses_is_empty():
 def test_outside_rails_wants_a_list():
     with pytest.raises(AnsibleFilterError, match='expected a list of addresses, got str'):
         fabric.outside_rails('192.168.100.2', rails())
+
+
+NAMES = {'rails': 'fabric_rails', 'index': 'fabric_host_index', 'mtu': 'fabric_mtu',
+         'management_cidrs': 'fabric_management_cidrs', 'min_hosts': 'fabric_group'}
+
+
+@pytest.mark.parametrize(('kwargs', 'expected'), [
+    ({'mtu': '90000'}, 'fabric_mtu: mtu 90000 is outside 576..9216'),
+    ({'mtu': '9k'}, "fabric_mtu: mtu must be an integer, got '9k'"),
+    ({'index': 0}, 'fabric_host_index: index must be the 1-based position'),
+    ({'management_cidrs': ['10.0.0.0/33']}, "fabric_management_cidrs: management_cidrs: '10.0.0.0/33' is not"),
+    ({'rails': rails({'cidr': '192.168.100.0/33'})},
+     "fabric_rails: rail0 (enp1s0f1np1): cidr '192.168.100.0/33' is not a valid IPv4 network"),
+    ({'rails': rails({}, {'cidr': '192.168.100.0/25'})}, 'fabric_rails: rail0 (enp1s0f1np1) 192.168.100.0/24 overlaps'),
+])
+def test_fabric_plan_problems_names_the_variable_at_fault(kwargs, expected):
+    args = {'rails': rails(), 'index': 1, 'mtu': 9000, 'management_cidrs': []}
+    args.update(kwargs)
+    problems = fabric.fabric_plan_problems(args['rails'], args['index'], management_cidrs=args['management_cidrs'],
+                                           mtu=args['mtu'], names=NAMES)
+    assert len(problems) == 1
+    assert problems[0].startswith(expected), problems
+
+
+def test_fabric_plan_problems_is_empty_when_fabric_plan_accepts():
+    assert fabric.fabric_plan_problems(rails(), '2', management_cidrs=['10.0.0.0/24'], mtu='9000', names=NAMES) == []
+
+
+def test_fabric_plan_problems_without_names_uses_the_option_name():
+    assert fabric.fabric_plan_problems(rails(), 1, mtu=100) == [
+        'mtu: mtu 100 is outside 576..9216 (use 9000 on both ends of every rail)']

@@ -1,0 +1,100 @@
+# Copyright: (c) 2026, sparkfold developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The fabric role's templates, rendered by Ansible's templating engine.
+
+40-cx7.yaml.j2: no global renderer (on DGX OS it would move every interface of the node off
+NetworkManager), a per-rail renderer only when asked, every rail optional (boot does not wait for a
+peer that is off). live_drift.j2: each way a rail's live state (ip -json -details addr show)
+differs from the plan, with the command that fixes it.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+import yaml
+from ansible.parsing.dataloader import DataLoader
+from ansible.template import Templar, trust_as_template
+from ansible_collections.sparkfold.cluster.plugins.filter.fabric import fabric_plan
+
+TEMPLATES = pathlib.Path(__file__).resolve().parents[3] / "roles" / "fabric" / "templates"
+RAILS = [
+    {"name": "rail0", "interface": "enp1s0f1np1", "cidr": "192.168.100.0/24", "rdma_device": "rocep1s0f1"},
+    {"name": "rail1", "interface": "enP2p1s0f1np1", "cidr": "192.168.101.0/24", "rdma_device": "roceP2p1s0f1"},
+]
+PLAN = fabric_plan(RAILS, 2)
+
+
+def render(name, **variables):
+    variables.setdefault("inventory_hostname", "spark-b")
+    variables.setdefault("ansible_managed", "Ansible managed")
+    variables.setdefault("fabric_plan_result", PLAN)
+    templar = Templar(loader=DataLoader(), variables=variables)
+    return templar.template(trust_as_template((TEMPLATES / name).read_text()))
+
+
+@pytest.mark.parametrize("renderer", ["", "networkd", "NetworkManager"])
+def test_netplan_sets_no_global_renderer_and_optional_rails(renderer):
+    netplan = yaml.safe_load(render("40-cx7.yaml.j2", fabric_netplan_renderer=renderer))["network"]
+    assert "renderer" not in netplan
+    assert list(netplan["ethernets"]) == ["enp1s0f1np1", "enP2p1s0f1np1"]
+    for rail, config in zip(PLAN, netplan["ethernets"].values()):
+        assert config["optional"] is True
+        assert config.get("renderer", "") == renderer
+        assert config["mtu"] == 9000
+        assert config["addresses"] == [rail["address_cidr"]]
+        assert config["dhcp4"] is False and config["link-local"] == []
+
+
+def link(interface, mtu=9000, addresses=(), up=True):
+    """One interface as `ip -json -details addr show dev IF` prints it (the fields the role reads)."""
+    return json.dumps([{
+        "ifname": interface, "flags": ["BROADCAST", "MULTICAST"] + (["UP", "LOWER_UP"] if up else []),
+        "mtu": mtu, "min_mtu": 68, "max_mtu": 9978, "operstate": "UP" if up else "DOWN",
+        "addr_info": [{"family": "inet", "local": a.split("/")[0], "prefixlen": int(a.split("/")[1]),
+                       "scope": "global", "label": interface} for a in addresses]
+        + [{"family": "inet6", "local": "fe80::1", "prefixlen": 64, "scope": "link"}],
+    }])
+
+
+def drift(*stdouts):
+    results = [{"item": rail, "stdout": out} if out is not None else {"item": rail, "skipped": True}
+               for rail, out in zip(PLAN, stdouts)]
+    text = render("live_drift.j2", fabric_live_links={"results": results})
+    return yaml.safe_load(text or "") or []
+
+
+def test_no_drift_when_the_rails_match_the_plan():
+    assert drift(link("enp1s0f1np1", addresses=["192.168.100.2/24"]),
+                 link("enP2p1s0f1np1", addresses=["192.168.101.2/24"])) == []
+
+
+def test_mtu_and_address_changed_by_hand_are_named_with_their_fix():
+    found = drift(link("enp1s0f1np1", mtu=1500, addresses=["192.168.100.2/24"]),
+                  link("enP2p1s0f1np1", addresses=[]))
+    assert found == [
+        {"interface": "enp1s0f1np1",
+         "message": "spark-b: interface enp1s0f1np1 (rail0) has MTU 1500, the plan 9000",
+         "fix": "ip link set dev enp1s0f1np1 mtu 9000"},
+        {"interface": "enP2p1s0f1np1",
+         "message": "spark-b: interface enP2p1s0f1np1 (rail1) lacks address 192.168.101.2/24 (has: none)",
+         "fix": "ip addr add 192.168.101.2/24 dev enP2p1s0f1np1"},
+    ]
+
+
+def test_a_down_link_a_wrong_prefix_and_an_extra_address_are_drift():
+    found = drift(link("enp1s0f1np1", up=False, addresses=["192.168.100.2/24"]),
+                  link("enP2p1s0f1np1", addresses=["192.168.101.2/25", "10.9.9.9/8"]))
+    assert [d["fix"] for d in found] == [
+        "ip link set dev enp1s0f1np1 up",
+        "ip addr add 192.168.101.2/24 dev enP2p1s0f1np1",
+        "ip addr del 192.168.101.2/25 dev enP2p1s0f1np1",
+        "ip addr del 10.9.9.9/8 dev enP2p1s0f1np1",
+    ]
+    assert found[1]["message"].endswith("lacks address 192.168.101.2/24 (has: 192.168.101.2/25, 10.9.9.9/8)")
+
+
+def test_a_missing_interface_is_left_to_the_input_checks():
+    assert drift(None, link("enP2p1s0f1np1", addresses=["192.168.101.2/24"])) == []

@@ -1,0 +1,88 @@
+# Copyright: (c) 2026, sparkfold developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A typo in a role variable stops the play before any change, with one short message naming it.
+
+Runs ansible-playbook against localhost (no lab): the fabric role with fabric_mtu=9k (a type the
+argument spec refuses), fabric_mtu=90000 and a malformed rail CIDR (values only the fabric_plan
+filter can judge), and another role (preflight) with a size that is not a number. Ansible's own argument
+validation would print the role's whole specification (argument_spec_data); the filter's error
+would come wrapped in the templating chain.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+ANSIBLE_PLAYBOOK = pathlib.Path(sys.executable).parent / "ansible-playbook"
+
+RAILS = [
+    {"name": "rail0", "interface": "enp1s0f1np1", "cidr": "192.168.100.0/24", "rdma_device": "rocep1s0f1"},
+    {"name": "rail1", "interface": "enP2p1s0f1np1", "cidr": "192.168.101.0/24", "rdma_device": "roceP2p1s0f1"},
+]
+
+
+def _collections_path():
+    linked = REPO / ".collections"
+    if linked.is_dir():
+        return str(linked)
+    return str(REPO.parents[2])  # .../ansible_collections/sparkfold/cluster under ansible-test
+
+
+def _run(tmp_path, role, extra_vars):
+    (tmp_path / "inventory.yml").write_text(
+        "sparks:\n  hosts:\n    localhost:\n      ansible_connection: local\n"
+        f"      ansible_python_interpreter: {sys.executable}\n")
+    (tmp_path / "play.yml").write_text(
+        f"- name: Bad input\n  hosts: sparks\n  gather_facts: false\n"
+        f"  roles:\n    - sparkfold.cluster.{role}\n")
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
+               ANSIBLE_COLLECTIONS_PATH=_collections_path(), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_CALLBACK_RESULT_FORMAT="json", ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
+               ANSIBLE_HOME=str(tmp_path / "home"))
+    proc = subprocess.run(
+        [str(ANSIBLE_PLAYBOOK), "-i", str(tmp_path / "inventory.yml"), str(tmp_path / "play.yml"),
+         "-e", json.dumps(extra_vars)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
+    return proc
+
+
+def _fatal(proc):
+    """The one fatal result of the run, as a dict."""
+    out = proc.stdout
+    fatals = re.findall(r"^fatal: \[localhost\]: FAILED! => (\{.*\})$", out, re.MULTILINE)
+    assert len(fatals) == 1, out[-3000:]
+    return json.loads(fatals[0])
+
+
+@pytest.mark.parametrize(("role", "extra_vars", "expected"), [
+    ("fabric", {"fabric_mtu": "9k"},
+     "sparkfold.cluster.fabric - argument 'fabric_mtu' is of type str and we were unable to convert to int"),
+    ("fabric", {"fabric_mtu": "90000"},
+     "fabric_mtu: mtu 90000 is outside 576..9216"),
+    ("fabric", {"fabric_rails": [dict(RAILS[0], cidr="192.168.100.0/33"), RAILS[1]]},
+     "fabric_rails: rail0 (enp1s0f1np1): cidr '192.168.100.0/33' is not a valid IPv4 network"),
+    ("fabric", {"fabric_rails": [RAILS[0], dict(RAILS[1], cidr="192.168.101.7")]},
+     "fabric_rails: rail1 (enP2p1s0f1np1): cidr '192.168.101.7' is not a valid IPv4 network: it has no prefix"),
+    ("preflight", {"preflight_min_memory_gib": "110G"},
+     "sparkfold.cluster.preflight - argument 'preflight_min_memory_gib' is of type str"
+     " and we were unable to convert to int"),
+], ids=["mtu-9k", "mtu-90000", "cidr-prefix-33", "cidr-no-prefix", "preflight-int"])
+def test_a_wrong_variable_fails_short_and_named(tmp_path, role, extra_vars, expected):
+    proc = _run(tmp_path, role, extra_vars)
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
+    fatal = _fatal(proc)
+    assert expected in fatal["msg"], fatal["msg"]
+    # the message alone: no argument spec, no templating chain, one line
+    assert set(fatal) <= {"changed", "msg", "_ansible_no_log"}, sorted(fatal)
+    assert "\n" not in fatal["msg"] and len(fatal["msg"]) < 250, fatal["msg"]
+    assert "argument_spec_data" not in proc.stdout
+    assert "caused by" not in proc.stdout + proc.stderr
+    assert re.search(r"localhost\s+: ok=\d+\s+changed=0\s+unreachable=0\s+failed=1", proc.stdout), proc.stdout[-800:]
