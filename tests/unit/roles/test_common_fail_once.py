@@ -1,0 +1,95 @@
+# Copyright: (c) 2026, sparkfold developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""sparkfold.cluster.common's fail_once: one failure for the play, listing every host's problems.
+
+Runs ansible-playbook against two local hosts (no lab). The roles include it by name after each host
+collected its own problems (preflight, cuda, fabric, storage, engine_service).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+from tests.unit.roles.test_role_inputs import _collections_path
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+ANSIBLE_PLAYBOOK = pathlib.Path(sys.executable).parent / "ansible-playbook"
+
+PLAY = """
+- name: Collect and fail once
+  hosts: nodes
+  gather_facts: false
+  tags: [engine]
+  tasks:
+    - name: Collect this host's problems
+      ansible.builtin.set_fact:
+        demo_problems: "{{{{ problems[inventory_hostname] }}}}"
+      when: inventory_hostname in problems
+    - name: Fail once
+      ansible.builtin.include_role:
+        name: sparkfold.cluster.common
+        tasks_from: fail_once
+      vars:
+        common_problems_fact: demo_problems
+        common_problems_title: The demo check
+        common_problems_hint: {hint}
+        common_problems_unreported: {unreported}
+    - name: After
+      ansible.builtin.debug:
+        msg: reached
+"""
+
+
+def _run(tmp_path, problems, hint="''", unreported="''", extra=()):
+    (tmp_path / "inventory.yml").write_text(
+        "nodes:\n  hosts:\n" + "".join(
+            f"    {h}:\n      ansible_connection: local\n      ansible_python_interpreter: {sys.executable}\n"
+            for h in ("node-a", "node-b")))
+    (tmp_path / "play.yml").write_text(PLAY.format(hint=hint, unreported=unreported))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=_collections_path(),
+               ANSIBLE_NOCOLOR="1", ANSIBLE_CALLBACK_RESULT_FORMAT="json", ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
+               ANSIBLE_HOME=str(tmp_path / "home"))
+    return subprocess.run(
+        [str(ANSIBLE_PLAYBOOK), "-i", str(tmp_path / "inventory.yml"), str(tmp_path / "play.yml"),
+         "-e", json.dumps({"problems": problems}), *extra],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
+
+
+def _fatals(out):
+    return [json.loads(m) for m in re.findall(r"^fatal: \[[^\]]+\]: FAILED! => (\{.*\})$", out, re.MULTILINE)]
+
+
+def test_every_problem_of_every_host_in_one_failure_and_no_host_goes_on(tmp_path):
+    proc = _run(tmp_path, {"node-a": ["node-a: disk full"], "node-b": ["node-b: MTU 1500", "node-b: no GPU"]},
+                hint="'Fix them, then run again.'")
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    fatals = _fatals(proc.stdout)
+    assert len(fatals) == 1, proc.stdout[-3000:]
+    assert fatals[0]["msg"] == ("The demo check: 3 problem(s) on node-a, node-b:\n- node-a: disk full\n"
+                                "- node-b: MTU 1500\n- node-b: no GPU\nFix them, then run again.")
+    assert '"msg": "reached"' not in proc.stdout
+
+
+def test_no_problem_no_failure(tmp_path):
+    proc = _run(tmp_path, {"node-a": [], "node-b": []})
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert proc.stdout.count('"msg": "reached"') == 2
+
+
+def test_a_host_without_results_is_named_when_asked(tmp_path):
+    proc = _run(tmp_path, {"node-a": []}, unreported="'no results (unreachable?)'")
+    fatals = _fatals(proc.stdout)
+    assert len(fatals) == 1 and fatals[0]["msg"] == (
+        "The demo check: 1 problem(s) on node-a, node-b:\n- node-b: no results (unreachable?)"), proc.stdout[-3000:]
+    # not asked: a host without the fact is not a problem
+    assert _run(tmp_path, {"node-a": []}).returncode == 0
+
+
+def test_it_fails_under_a_tag_run_too(tmp_path):
+    proc = _run(tmp_path, {"node-a": ["node-a: disk full"], "node-b": []}, extra=("--tags", "engine"))
+    assert proc.returncode == 2 and len(_fatals(proc.stdout)) == 1, proc.stdout[-3000:]
