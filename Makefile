@@ -2,7 +2,13 @@
 PYTHON ?= python3
 VENV ?= .venv
 
-.PHONY: setup lab lab-down lab-status converge test lint unit molecule sanity build clean
+.PHONY: demo prereqs setup lab lab-down lab-status converge test lint unit molecule sanity build clean
+
+demo:  ## on a fresh machine (root): prerequisites, venv, lab, site.yml, smoke, a short benchmark
+	scripts/demo
+
+prereqs:  ## the Debian packages the lab and the tests need, installed when missing (root)
+	scripts/prereqs
 
 setup:  ## Python venv with pinned deps, and this checkout linked as sparkfold.cluster
 	scripts/setup
@@ -31,7 +37,9 @@ sanity:
 molecule:
 	scripts/test molecule
 
-test:  ## everything CI runs: lint, sanity, unit, molecule
+test:  ## everything CI runs, on a fresh machine too (root): prerequisites, venv, lint, sanity, unit, molecule
+	scripts/prereqs
+	scripts/setup
 	scripts/test all
 
 build:
