@@ -12,6 +12,7 @@ the reason, on the axis), or show an aggregate below the per-stream speed withou
 
 from __future__ import annotations
 
+import math
 import os
 import traceback
 
@@ -49,6 +50,19 @@ def subtitle(stamp, expectations):
 def plain(value, _pos=None):
     """A tick label without scientific notation: 0.25, 2, 30, 1200."""
     return f"{value:.6g}" if abs(value) >= 1e-4 or value == 0 else f"{value:f}".rstrip("0")
+
+
+def minor_labels(axis):
+    """Minor tick labels of a log ``axis`` in plain numbers: every one within a decade, else 2s and 5s only."""
+    def label(value, _pos=None):
+        low, high = sorted(axis.get_view_interval())
+        if low > 0 and high / low > 10:
+            mantissa = round(value / 10 ** math.floor(math.log10(value) + 1e-9), 6)
+            if mantissa not in (2, 5):
+                return ""
+        return plain(value)
+
+    return ticker.FuncFormatter(label)
 
 
 def tokens_label(value, _pos=None):
@@ -176,7 +190,7 @@ def plot_context(path, title, sub, prefill, key, ylabel, expectations, scale, lo
         _log_x_tokens(ax)
         if logy:
             ax.set_yscale("log")
-            ax.yaxis.set_minor_formatter(ticker.FuncFormatter(plain))
+            ax.yaxis.set_minor_formatter(minor_labels(ax.yaxis))
         else:
             ax.set_ylim(bottom=0)
         ax.yaxis.set_major_formatter(ticker.FuncFormatter(plain))
