@@ -227,7 +227,7 @@ def test_results_csv_for_spreadsheets(run, args, tmp_path):
     assert [r["tokens"] for r in prefill] == ["512", "1024", "32768", "131072"]
     assert prefill[0]["prefill_tok_s"] == "2560" and prefill[0]["ttft_ms"] == "200"
     assert prefill[3]["note"].startswith("skipped: 131072 + 4 tokens") and prefill[3]["ttft_ms"] == ""
-    four = [r for r in rows if r["phase"] == "concurrency" and r["streams"] == "4"][0]
+    four = next(r for r in rows if r["phase"] == "concurrency" and r["streams"] == "4")
     assert four["ok"] == "no" and four["aggregate_tok_s"] == "" and four["completed"] == "3"
     assert "1x out of KV pool pages" in four["note"]
     kind, _result, _w = run({"measurements": args["measurements"], "run_dir": str(tmp_path / "lab"), "plots": False})
