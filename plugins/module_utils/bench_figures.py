@@ -106,12 +106,12 @@ def fmt(value, digits=1):
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def _runs(stats, total):
-    """" (3 runs, spread 1.2%)" of a summary over ``total`` runs; "" for a single run."""
+def _runs(stats, total, noun="runs"):
+    """" (3 of 3 runs, spread 1.2%)" of a summary over ``total`` runs (or rounds); "" for a single one."""
     if total <= 1 or not stats:
         return ""
     spread = "" if stats.get("spread_pct") is None else f", spread {stats['spread_pct']:.1f}%"
-    return f" ({stats['n']} of {total} runs{spread})"
+    return f" ({stats['n']} of {total} {noun}{spread})"
 
 
 def prefill_line(row):
@@ -144,7 +144,7 @@ def concurrency_line(point):
         aggregate = f"aggregate {fmt(point['aggregate_tok_s'])} tok/s"
         if point.get("aggregate_note"):
             aggregate += f" ({point['aggregate_note']})"
-        aggregate += _runs((point.get("stats") or {}).get("aggregate_tok_s"), point.get("repeats") or 1)
+        aggregate += _runs((point.get("stats") or {}).get("aggregate_tok_s"), point.get("repeats") or 1, "rounds")
     return (f"{point['streams']} streams: {point['completed']}/{point['sent']} completed, "
             f"{point['garbled']} garbled, {aggregate}, per stream {fmt(point['per_stream_tok_s']['median'])} tok/s")
 
