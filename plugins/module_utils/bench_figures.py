@@ -36,6 +36,43 @@ def summarize(values):
     }
 
 
+def combine_rounds(rounds):
+    """One point of the grid from its repeated rounds (``run_concurrency_point`` dicts, same stream count).
+
+    Counts add up; ``aggregate_tok_s`` is the median over the rounds whose streams all completed (None
+    when none did, and ``aggregate_note`` says so whenever a round failed), with its statistics in
+    ``stats``; ``per_stream_tok_s`` and ``ttft_ms`` are over every completed stream of every round.
+    """
+    first = rounds[0]
+    complete = [r["aggregate_tok_s"] for r in rounds if r["aggregate_tok_s"] is not None]
+    notes = [f"round {i + 1}: {r['aggregate_note']}" for i, r in enumerate(rounds) if r.get("aggregate_note")]
+    errors = {}
+    for r in rounds:
+        for e in r["errors"]:
+            errors[e["error"]] = errors.get(e["error"], 0) + e["count"]
+    stats = summarize(complete)
+    note = None
+    if notes:
+        note = ("not reported" if not complete else f"from {len(complete)} of {len(rounds)} rounds") + \
+            "; " + "; ".join(notes)
+    return {
+        "streams": first["streams"], "repeats": len(rounds),
+        "sent": sum(r["sent"] for r in rounds), "completed": sum(r["completed"] for r in rounds),
+        "garbled": sum(r["garbled"] for r in rounds),
+        "garbled_streams": [g for r in rounds for g in r["garbled_streams"]][:10],
+        "errors": [{"error": k, "count": v} for k, v in sorted(errors.items())],
+        "output_tokens": sum(r["output_tokens"] for r in rounds),
+        "wall_s": summarize(r["wall_s"] for r in rounds)["median"],
+        "aggregate_tok_s": stats["median"], "aggregate_note": note, "stats": {"aggregate_tok_s": stats},
+        "per_stream_tok_s": summarize(v for r in rounds for v in r["_decode"]),
+        "ttft_ms": summarize(v for r in rounds for v in r["_ttft"]),
+        "distinct_outputs": max(r["distinct_outputs"] for r in rounds),
+        "max_tokens": first["max_tokens"], "temperature": first["temperature"],
+        "rounds": [{k: v for k, v in r.items() if not k.startswith("_") and k not in ("max_tokens", "temperature")}
+                   for r in rounds],
+    }
+
+
 # --- garble check -------------------------------------------------------------------------------
 def garble_reason(text, min_tokens=16):
     """Why an output counts as garbled, or None when it does not.
@@ -69,21 +106,47 @@ def fmt(value, digits=1):
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def _runs(stats, total, noun="runs"):
+    """" (3 of 3 runs, spread 1.2%)" of a summary over ``total`` runs (or rounds); "" for a single one."""
+    if total <= 1 or not stats:
+        return ""
+    spread = "" if stats.get("spread_pct") is None else f", spread {stats['spread_pct']:.1f}%"
+    return f" ({stats['n']} of {total} {noun}{spread})"
+
+
 def prefill_line(row):
     """One prefill row (``run_prefill``) in words."""
     if row.get("skipped"):
         return f"prefill {row['target_tokens']}: skipped, {row['skipped']}"
     if row.get("prefill_tok_s") is None:
         return f"prefill {row['target_tokens']}: failed, {row.get('error')}"
+    runs = _runs((row.get("stats") or {}).get("prefill_tok_s"), len(row.get("runs") or []))
     return (f"prefill {row['target_tokens']}: {row['prompt_tokens']} tokens, TTFT {fmt(row['ttft_ms'], 0)} ms, "
-            f"{fmt(row['prefill_tok_s'])} tok/s")
+            f"{fmt(row['prefill_tok_s'])} tok/s{runs}")
+
+
+def depth_line(row):
+    """One depth row in words (progress line and summary)."""
+    if row.get("skipped"):
+        return f"depth {row['depth_tokens']}: skipped, {row['skipped']}"
+    d = row["decode_tok_s"]
+    if d["median"] is None:
+        return f"depth {row['depth_tokens']}: failed, {row.get('error')}"
+    return (f"depth {row['depth_tokens']}: decode {fmt(d['median'])} tok/s ({d['n']} of {len(row['runs'])} runs), "
+            f"TTFT {fmt(row['ttft_ms']['median'], 0)} ms")
 
 
 def concurrency_line(point):
-    """One point of the concurrency grid (``run_concurrency_point``) in words."""
+    """One point of the concurrency grid (``run_concurrency``, or one round of it) in words."""
+    if point.get("aggregate_tok_s") is None:
+        aggregate = f"aggregate {point.get('aggregate_note') or 'not measured'}"
+    else:
+        aggregate = f"aggregate {fmt(point['aggregate_tok_s'])} tok/s"
+        if point.get("aggregate_note"):
+            aggregate += f" ({point['aggregate_note']})"
+        aggregate += _runs((point.get("stats") or {}).get("aggregate_tok_s"), point.get("repeats") or 1, "rounds")
     return (f"{point['streams']} streams: {point['completed']}/{point['sent']} completed, "
-            f"{point['garbled']} garbled, aggregate {fmt(point['aggregate_tok_s'])} tok/s, per stream "
-            f"{fmt(point['per_stream_tok_s']['median'])} tok/s")
+            f"{point['garbled']} garbled, {aggregate}, per stream {fmt(point['per_stream_tok_s']['median'])} tok/s")
 
 
 def needle_line(needle):
@@ -100,6 +163,7 @@ def summary_lines(results):
         lines.append(f"decode {case['name']}: median {fmt(d['median'])} tok/s ({d['n']} of {len(case['runs'])} runs"
                      f"{spread}), TTFT {fmt(t['median'], 0)} ms")
     lines.extend(prefill_line(row) for row in results.get("prefill") or [])
+    lines.extend(depth_line(row) for row in results.get("depth") or [])
     lines.extend(concurrency_line(point) for point in results.get("concurrency") or [])
     if results.get("needle"):
         lines.append(needle_line(results["needle"]))

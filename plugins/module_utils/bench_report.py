@@ -4,9 +4,10 @@
 """Benchmark results against a recipe's expected figures, and the Markdown report; standard library only.
 
 ``metrics(results)`` flattens the raw results of sparkfold.cluster.engine_bench into named figures
-(``decode.prose_t0.tok_s``, ``prefill.65536.tok_s``, ``concurrency.3.aggregate_tok_s``, ...).
+(``decode.prose_t0.tok_s``, ``prefill.65536.tok_s``, ``depth.131072.tok_s``, ``concurrency.3.aggregate_tok_s``,
+...). A point where any stream failed has no aggregate (it is "not measured"), nor can it be the peak.
 ``judge(expectations, metrics)`` marks each expected figure within, above or below its tolerance and
-flags the side that is worse as a regression. ``render_markdown`` writes the report.
+flags the side that is worse as a regression. The report itself (Markdown, CSV) is bench_tables'.
 
 Expectations (roles/bench/files/recipes/<recipe>.yml)::
 
@@ -59,10 +60,14 @@ def metrics(results):
     for row in results.get("prefill") or []:
         _put(out, f"prefill.{row['target_tokens']}.tok_s", row.get("prefill_tok_s"))
         _put(out, f"prefill.{row['target_tokens']}.ttft_ms", row.get("ttft_ms"))
+    for row in results.get("depth") or []:
+        _put(out, f"depth.{row['depth_tokens']}.tok_s", (row.get("decode_tok_s") or {}).get("median"))
+        _put(out, f"depth.{row['depth_tokens']}.ttft_ms", (row.get("ttft_ms") or {}).get("median"))
     points = results.get("concurrency") or []
     for point in points:
         n = point["streams"]
-        _put(out, f"concurrency.{n}.aggregate_tok_s", point.get("aggregate_tok_s"))
+        if point["completed"] == point["sent"]:  # a failed stream leaves no aggregate to judge
+            _put(out, f"concurrency.{n}.aggregate_tok_s", point.get("aggregate_tok_s"))
         _put(out, f"concurrency.{n}.per_stream_tok_s", (point.get("per_stream_tok_s") or {}).get("median"))
         _put(out, f"concurrency.{n}.ttft_ms", (point.get("ttft_ms") or {}).get("median"))
         _put(out, f"concurrency.{n}.completed_pct",
@@ -76,9 +81,11 @@ def metrics(results):
         _put(out, "concurrency.all.garbled", sum(pt.get("garbled") or 0 for pt in points))
         _put(out, "concurrency.all.completed_pct",
              100.0 * sum(pt["completed"] for pt in points) / max(sum(pt["sent"] for pt in points), 1))
-        peak = max(points, key=lambda pt: pt.get("aggregate_tok_s") or 0)
-        _put(out, "concurrency.peak.aggregate_tok_s", peak.get("aggregate_tok_s"))
-        _put(out, "concurrency.peak.streams", peak["streams"])
+        whole = [pt for pt in points if pt["completed"] == pt["sent"] and pt.get("aggregate_tok_s") is not None]
+        if whole:
+            peak = max(whole, key=lambda pt: pt["aggregate_tok_s"])
+            _put(out, "concurrency.peak.aggregate_tok_s", peak["aggregate_tok_s"])
+            _put(out, "concurrency.peak.streams", peak["streams"])
     needle = results.get("needle")
     if needle:
         _put(out, "needle.passed", 1.0 if needle.get("passed") else 0.0)
@@ -131,7 +138,8 @@ def band(fig):
     return expected - delta, expected + delta, f"±{delta:g} {fig.get('unit', '')}".rstrip()
 
 
-def _matches(fig, names):
+def matches(fig, names):
+    """The metric names of ``names`` that figure ``fig`` judges (its metric, or its glob within its range)."""
     pattern = fig["metric"]
     if "*" not in pattern:
         return [pattern]
@@ -175,7 +183,7 @@ def judge(expectations, measured):
     for fig in expectations.get("figures") or []:
         low, high, text = band(fig)
         better = fig.get("better", "higher")
-        names = _matches(fig, measured) or [fig["metric"]]
+        names = matches(fig, measured) or [fig["metric"]]
         for name in names:
             value = measured.get(name)
             if value is None:
@@ -221,29 +229,6 @@ def fmt(value, digits=1):
     return f"{value:.{digits}f}"
 
 
-def _table(header, rows):
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _i in header) + "|"]
-    lines += ["| " + " | ".join(str(c).replace("|", "\\|").replace("\n", " ") for c in row) + " |" for row in rows]
-    lines.append("")
-    return lines
-
-
-def _mark(verdict):
-    if verdict["regression"]:
-        return f"**{verdict['verdict']}** (regression)"
-    return verdict["verdict"]
-
-
-def _stamp_value(value):
-    if value in (None, "", [], {}):
-        return "not available"
-    if isinstance(value, dict):
-        return ", ".join(f"{k} {v}" for k, v in value.items() if v not in (None, "", [], {})) or "not available"
-    if isinstance(value, list):
-        return "; ".join(str(v) for v in value)
-    return str(value)
-
-
 def verdict_lines(verdicts):
     """Short fixed-width lines of the verdicts, for the console."""
     lines = []
@@ -252,114 +237,3 @@ def verdict_lines(verdicts):
         lines.append(f"{v['verdict']:<12} {v['label']}: {fmt(v['measured'])} {v['unit']} "
                      f"(expected {fmt(v['expected'])} {v['tolerance']}){flag}")
     return lines
-
-
-def render_markdown(results, stamp, expectations, verdicts, plots):
-    """The report: stamp, verdicts against the recipe, one table per phase, the plots, definitions."""
-    stamp = stamp or {}
-    expectations = expectations or {}
-    recipe = stamp.get("recipe") or expectations.get("recipe") or "unknown recipe"
-    simulated = bool(stamp.get("simulated", expectations.get("simulated")))
-    out = [f"# Benchmark: {recipe}", ""]
-    if simulated:
-        out += ["> **SIMULATED numbers.** This run measured the lab engine (lab/engine), a simulator that streams at",
-                "> the rates it is configured with. The figures show that the benchmark measures correctly; they say",
-                "> nothing about a DGX Spark pair.", ""]
-    engine = stamp.get("engine") or {}
-    weights = stamp.get("weights") or {}
-    counter = results.get("token_counter") or {}
-    patches = ", ".join(str(f).rsplit("/", 1)[-1] for f in engine.get("patch_files") or []) or None
-    rows = [
-        ["recipe", f"{recipe}" + (f" ({expectations['description']})" if expectations.get("description") else "")],
-        ["engine", _stamp_value({"commit": engine.get("commit"), "build-id": engine.get("build_id"),
-                                 "patches": patches,
-                                 "built": engine.get("built_at")}) if engine else "not available"],
-        ["weights", f"{weights.get('repo_id')}@{weights['commit']}" if weights.get("commit") else "not available"],
-        ["clocks", _stamp_value(stamp.get("clocks"))],
-        ["host", _stamp_value(stamp.get("host"))],
-        ["endpoint", f"{results.get('url', '-')} model {results.get('model', '-')}"
-                     + (f", context {results['context_length']}" if results.get("context_length") else "")],
-        ["date", _stamp_value(stamp.get("date") or results.get("started_at"))],
-        ["duration", f"{fmt(results.get('duration_s'), 0)} s"],
-        ["prompt lengths counted with", _stamp_value(counter.get("label"))
-         + (f" ({'; '.join(counter['notes'])})" if counter.get("notes") else "")],
-    ]
-    out += _table(["", ""], rows)
-
-    out += ["## Against the recipe", ""]
-    if verdicts:
-        counts = {k: sum(1 for v in verdicts if v["verdict"] == k) for k in VERDICTS}
-        n_reg = sum(1 for v in verdicts if v["regression"])
-        out += [f"{counts['within']} within, {counts['above']} above, {counts['below']} below, "
-                f"{counts['not measured']} not measured; {n_reg} regression(s).", ""]
-        out += _table(["figure", "measured", "expected", "tolerance", "verdict"], [
-            [v["label"], f"{fmt(v['measured'])} {v['unit']}".strip() if v["measured"] is not None else "-",
-             f"{fmt(v['expected'])} {v['unit']}".strip(), v["tolerance"], _mark(v)] for v in verdicts
-        ])
-    else:
-        out += ["No expected figures for this recipe.", ""]
-
-    if results.get("decode"):
-        out += ["## Single-stream decode", ""]
-        out += _table(["case", "prompt", "T", "thinking", "runs ok", "decode tok/s (median)", "min - max",
-                       "spread", "TTFT ms (median)"], [
-            [c["name"], c["prompt"], f"{c['temperature']:g}", {True: "on", False: "off"}.get(c.get("thinking"), "-"),
-             f"{c['ok']}/{len(c['runs'])}", fmt(c["decode_tok_s"]["median"]),
-             f"{fmt(c['decode_tok_s']['min'])} - {fmt(c['decode_tok_s']['max'])}",
-             "-" if c["decode_tok_s"]["spread_pct"] is None else f"{c['decode_tok_s']['spread_pct']:.1f}%",
-             fmt(c["ttft_ms"]["median"], 0)] for c in results["decode"]
-        ])
-        problems = [f"{c['name']} run {i + 1}: {r.get('error') or r.get('garbled')}"
-                    for c in results["decode"] for i, r in enumerate(c["runs"]) if not r["ok"] or r.get("garbled")]
-        if problems:
-            out += ["Failed or garbled runs: " + "; ".join(problems), ""]
-
-    if results.get("prefill"):
-        out += ["## Prefill ladder", ""]
-        out += _table(["context (asked)", "prompt tokens", "TTFT s", "prefill tok/s", "note"], [
-            [r["target_tokens"], r.get("prompt_tokens") or "-",
-             "-" if r.get("ttft_ms") is None else f"{r['ttft_ms'] / 1000:.3f}", fmt(r.get("prefill_tok_s")),
-             r.get("skipped") or r.get("error") or ("" if r.get("exact", True) else "length estimated")]
-            for r in results["prefill"]
-        ])
-
-    if results.get("concurrency"):
-        out += ["## Concurrency", ""]
-        out += _table(["streams", "completed/sent", "garbled", "aggregate tok/s", "per-stream tok/s (median)",
-                       "TTFT ms (median / max)", "wall s", "errors"], [
-            [pt["streams"], f"{pt['completed']}/{pt['sent']}", pt["garbled"], fmt(pt["aggregate_tok_s"]),
-             fmt(pt["per_stream_tok_s"]["median"]),
-             f"{fmt(pt['ttft_ms']['median'], 0)} / {fmt(pt['ttft_ms']['max'], 0)}", f"{pt['wall_s']:.2f}",
-             "; ".join(f"{e['count']}x {e['error']}" for e in pt.get("errors") or []) or "-"]
-            for pt in results["concurrency"]
-        ])
-
-    needle = results.get("needle")
-    if needle:
-        out += ["## Needle", ""]
-        out += _table(["context (asked)", "prompt tokens", "passphrases found", "TTFT s", "result", "detail"], [[
-            needle["target_tokens"], needle.get("prompt_tokens") or "-",
-            f"{needle.get('found', 0)}/{needle.get('expected', 0)}",
-            "-" if needle.get("ttft_ms") is None else f"{needle['ttft_ms'] / 1000:.3f}",
-            "PASS" if needle.get("passed") else "FAIL", needle.get("detail") or "",
-        ]])
-
-    if plots:
-        out += ["## Plots", ""]
-        for title, name in plots:
-            out += [f"![{title}]({name})", ""]
-
-    out += [
-        "## Definitions", "",
-        "- decode tok/s = (n - 1) / (t_last_chunk - t_first_chunk), n = completion tokens of the stream;",
-        "- TTFT = first content chunk - request sent (includes queueing);",
-        "- prefill tok/s = prompt tokens / TTFT;",
-        "- aggregate tok/s = total output tokens of all streams / wall time (first request sent to last stream done);"
-        " per-stream tok/s = median decode tok/s of the streams;",
-        "- garbled = empty output, or a token (or a cycle of up to 4) repeated to the end, or one token half the"
-        " output;",
-        "- within / above / below = inside, over or under the recipe's expected figure with its tolerance; a regression"
-        " is the worse side (below for throughput, above for times).",
-        "",
-    ]
-    return "\n".join(out)

@@ -5,6 +5,7 @@
 
 - :data:`ARGUMENT_SPEC`: the module's options (documented in the module), with :data:`PHASES` and
   :data:`DEFAULT_DECODE_CASES`;
+- :func:`check_params`: what is wrong with the options, in words (None when nothing is);
 - :func:`total_steps`: how many steps the progress file counts for those options;
 - :func:`connect`: the server's health and model list, or why it cannot be benchmarked at all.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_errors import EngineError, error_message
 
-PHASES = ("decode", "prefill", "concurrency", "needle")
+PHASES = ("decode", "prefill", "depth", "concurrency", "needle")
 
 DEFAULT_DECODE_CASES = (
     {"name": "prose_t0.7_thinking", "prompt": "prose", "temperature": 0.7, "thinking": True},
@@ -43,10 +44,17 @@ ARGUMENT_SPEC = {
     "prefill_tokens": {"type": "list", "elements": "int", "no_log": False,
                        "default": [4096, 8192, 16384, 32768, 65536, 131072, 262144]},
     "prefill_max_tokens": {"type": "int", "no_log": False, "default": 4},
+    "prefill_repeats": {"type": "int", "default": 3},
+    "depth_tokens": {"type": "list", "elements": "int", "no_log": False,
+                     "default": [8192, 32768, 131072, 262144, 524288, 1000000]},
+    "depth_limit": {"type": "int", "default": 262144},
+    "depth_max_tokens": {"type": "int", "no_log": False, "default": 256},
+    "depth_repeats": {"type": "int", "default": 1},
     "token_counter": {"type": "str", "choices": ["auto", "server", "tokenizer", "estimate"], "default": "auto"},
     "tokenizer_path": {"type": "path"},
     "concurrency_streams": {"type": "list", "elements": "int", "default": [1, 2, 3, 4, 8, 16, 32, 64, 128]},
     "concurrency_max_tokens": {"type": "int", "no_log": False, "default": 256},
+    "concurrency_repeats": {"type": "int", "default": 3},
     "concurrency_temperature": {"type": "float", "default": 0.0},
     "garble_min_tokens": {"type": "int", "no_log": False, "default": 16},
     "needle_tokens": {"type": "int", "no_log": False, "default": 65536},
@@ -58,14 +66,37 @@ ARGUMENT_SPEC = {
 }
 
 
+POSITIVE = ("decode_repeats", "decode_max_tokens", "prefill_max_tokens", "prefill_repeats", "depth_max_tokens",
+            "depth_repeats", "concurrency_max_tokens", "concurrency_repeats", "garble_min_tokens", "needle_tokens",
+            "needle_count")
+
+
+def check_params(params):
+    """What is wrong with the module's options ``params``, in words that say what to do; None when nothing is."""
+    for name in (*POSITIVE, "prefill_tokens", "depth_tokens", "concurrency_streams"):
+        values = params[name] if isinstance(params[name], list) else [params[name]]
+        bad = [v for v in values if v < 1]
+        if bad:
+            return f"{name} must hold positive integers; got {bad}. Fix the value and run again."
+    if params["depth_limit"] < 0:
+        return f"depth_limit must be 0 (no limit but the served context) or a token count; got {params['depth_limit']}"
+    names = [c["name"] for c in params["decode_cases"]]
+    if len(set(names)) != len(names):
+        return f"decode_cases names must be distinct; got {names}"
+    return None
+
+
 def total_steps(params):
-    """The steps of a run with the module's options ``params``: one per decode run, length, stream count, needle."""
+    """The steps of a run with the module's options ``params``: the warm-up, one per decode run, length, depth,
+    stream count, needle."""
     phases = params["phases"]
-    total = 0
+    total = 1
     if "decode" in phases:
         total += len(params["decode_cases"]) * params["decode_repeats"]
     if "prefill" in phases:
         total += len(params["prefill_tokens"])
+    if "depth" in phases:
+        total += len(params["depth_tokens"])
     if "concurrency" in phases:
         total += len(params["concurrency_streams"])
     if "needle" in phases:

@@ -12,6 +12,12 @@ The bench definitions (docs/bench.md):
   stream finished); per-stream tok/s = median decode tok/s of the streams;
 - a stream is garbled as bench_figures.garble_reason says.
 
+Every timed request is new to the server: each decode run, prefill prompt and concurrency round starts
+with its own nonce (:func:`unique`), so no prompt cache answers it (a repeated decode prompt had 72 of
+its 74 tokens cached, and its "TTFT" was no prefill at all); one untimed warm-up request (:func:`warm_up`)
+goes first, so the first timed run does not pay for a cold server. Prefill and concurrency points are
+repeated like the decode cases; an aggregate is reported only for a round whose streams all completed.
+
 Phases (``run_*``) take an EngineClient-like object and return plain dicts (JSON-ready). Nothing
 here raises on a failed request: failures are recorded in the results with their reason. The
 prompts and token counters are in bench_prompts, the statistics and lines in bench_figures, the
@@ -20,9 +26,12 @@ options in bench_setup.
 
 from __future__ import annotations
 
+import secrets
 import time
 
+from ansible_collections.sparkfold.cluster.plugins.module_utils.bench_depth import run_depth
 from ansible_collections.sparkfold.cluster.plugins.module_utils.bench_figures import (
+    combine_rounds,
     concurrency_line,
     fmt,
     garble_reason,
@@ -31,42 +40,17 @@ from ansible_collections.sparkfold.cluster.plugins.module_utils.bench_figures im
     summarize,
 )
 from ansible_collections.sparkfold.cluster.plugins.module_utils.bench_prompts import PROMPTS, prompt_of_tokens
+from ansible_collections.sparkfold.cluster.plugins.module_utils.bench_requests import (
+    one_stream,
+    thinking_extra,
+    unique,
+    warm_up,
+)
 from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_needle import Needle
 from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_stream import together
 
 
-# --- phases -------------------------------------------------------------------------------------
-def thinking_extra(thinking, key="thinking", extra_body=None):
-    """The extra body of a request: ``extra_body`` plus ``chat_template_kwargs: {key: thinking}``."""
-    extra = dict(extra_body or {})
-    if thinking is not None:
-        kwargs = dict(extra.get("chat_template_kwargs") or {})
-        kwargs[key] = bool(thinking)
-        extra["chat_template_kwargs"] = kwargs
-    return extra
-
-
-def one_stream(client, prompt, max_tokens, temperature, extra, deadline):
-    """One streamed chat request of ``prompt`` as a dict of figures (errors recorded, never raised)."""
-    started = time.monotonic()
-    try:
-        res = client.ask(prompt, max_tokens, temperature, extra, deadline)
-    except Exception as exc:
-        return {"ok": False, "error": str(exc), "t_start": started, "t_end": time.monotonic(), "text": "",
-                "completion_tokens": 0, "ttft_s": None, "decode_tok_s": None, "prompt_tokens": None,
-                "finish_reason": None, "status": None}
-    out = res.as_dict()
-    # Thinking (reasoning_content) is timed with the content; the garble check reads both.
-    reasoning = getattr(res, "reasoning", "") or ""
-    out["text"] = (reasoning + "\n" + res.text) if reasoning else res.text
-    out["ok"] = res.ok and res.chunks > 0
-    if res.ok and res.chunks == 0 and not out.get("error"):
-        out["error"] = "no content chunk in the stream"
-    out["t_start"] = res.t_start
-    out["t_end"] = time.monotonic()
-    return out
-
-
+# --- phases (one request: bench_requests; decode at depth: bench_depth) ---------------------------
 def run_decode(client, cases, repeats, max_tokens, thinking_key="thinking", extra_body=None, deadline=None,
                progress=None, garble_min_tokens=16):
     """Single-stream decode: each case ``repeats`` times, one request at a time."""
@@ -79,10 +63,12 @@ def run_decode(client, cases, repeats, max_tokens, thinking_key="thinking", extr
         for i in range(repeats):
             if progress:
                 progress.step("decode", f"{case['name']} run {i + 1}/{repeats}")
-            r = one_stream(client, prompt, max_tokens, case.get("temperature", 0.0), extra, deadline)
+            r = one_stream(client, unique(prompt, f"{case['name']} run {i + 1}"), max_tokens,
+                           case.get("temperature", 0.0), extra, deadline)
             runs.append({
                 "ok": r["ok"], "error": r.get("error"), "completion_tokens": r["completion_tokens"],
-                "prompt_tokens": r["prompt_tokens"], "finish_reason": r["finish_reason"],
+                "prompt_tokens": r["prompt_tokens"], "cached_tokens": r.get("cached_tokens"),
+                "finish_reason": r["finish_reason"],
                 "ttft_ms": None if r["ttft_s"] is None else r["ttft_s"] * 1000.0,
                 "decode_tok_s": r["decode_tok_s"], "garbled": garble_reason(r["text"], garble_min_tokens),
                 "text_head": r["text"][:160],
@@ -104,28 +90,55 @@ def run_decode(client, cases, repeats, max_tokens, thinking_key="thinking", extr
 
 
 def run_prefill(client, counter, lengths, max_tokens=4, context_length=None, extra_body=None, deadline=None,
-                progress=None, nonce_seed="sparkfold"):
-    """Prefill ladder: one prompt of each length (built to the token count), TTFT and prefill tok/s."""
+                progress=None, nonce_seed="sparkfold", repeats=1):
+    """Prefill ladder: ``repeats`` new prompts of each length (built to the token count), TTFT and prefill tok/s.
+
+    A row's ``ttft_ms``, ``prefill_tok_s`` and ``prompt_tokens`` are the medians of its good runs (what the
+    report judges); ``stats`` holds their n, median, mean, min, max, stdev and spread; ``runs`` each run.
+    """
     out = []
     for target in lengths:
         row = {"target_tokens": target, "counted_tokens": None, "prompt_tokens": None, "ttft_ms": None,
-               "prefill_tok_s": None, "ok": False, "error": None, "skipped": None, "exact": counter.exact}
+               "prefill_tok_s": None, "ok": False, "error": None, "skipped": None, "exact": counter.exact,
+               "runs": [], "repeats": repeats}
         out.append(row)
         if context_length and target + max_tokens > context_length:
             row["skipped"] = f"{target} + {max_tokens} tokens exceeds the server's context of {context_length}"
+            row["stats"] = {key: summarize([]) for key in ("ttft_ms", "prefill_tok_s")}
         else:
-            _prefill(client, counter, row, max_tokens, extra_body, deadline, progress, nonce_seed)
+            for i in range(repeats):
+                run = {"ok": False, "error": None, "counted_tokens": None, "prompt_tokens": None, "ttft_ms": None,
+                       "prefill_tok_s": None}
+                row["runs"].append(run)
+                _prefill(client, counter, target, run, max_tokens, extra_body, deadline, progress,
+                         f"{nonce_seed} {target}", f"run {i + 1}/{repeats}")
+            _prefill_figures(row)
         if progress:
             progress.finished(prefill_line(row))
     return out
 
 
-def _prefill(client, counter, row, max_tokens, extra_body, deadline, progress, nonce_seed):
-    """Build the prompt of ``row``'s length, send it, and fill ``row`` with what came back."""
-    target = row["target_tokens"]
+def _prefill_figures(row):
+    """The row's figures from its runs: medians of the good runs, their statistics, the first error."""
+    good = [run for run in row["runs"] if run["ok"]]
+    timed = [run for run in row["runs"] if run["prefill_tok_s"] is not None]  # a TTFT, even if the stream broke later
+    row["stats"] = {key: summarize(run[key] for run in timed) for key in ("ttft_ms", "prefill_tok_s")}
+    row["ok"] = len(good) == len(row["runs"])
+    row["ttft_ms"] = row["stats"]["ttft_ms"]["median"]
+    row["prefill_tok_s"] = row["stats"]["prefill_tok_s"]["median"]
+    counted = summarize(run["prompt_tokens"] for run in timed or row["runs"])["median"]
+    row["prompt_tokens"] = None if counted is None else round(counted)
+    row["counted_tokens"] = next((run["counted_tokens"] for run in row["runs"] if run["counted_tokens"]), None)
+    row["prompt_tokens_source"] = next((run.get("prompt_tokens_source") for run in timed), None)
+    failed = [f"run {i + 1}: {run['error']}" for i, run in enumerate(row["runs"]) if not run["ok"]]
+    row["error"] = "; ".join(failed) or None
+
+
+def _prefill(client, counter, target, row, max_tokens, extra_body, deadline, progress, tag, label):
+    """Build a new prompt of ``target`` tokens, send it, and fill ``row`` (one run) with what came back."""
     if progress:
-        progress.step("prefill", f"{target} tokens: building the prompt")
-    nonce = f"[bench {nonce_seed} {target} {time.time_ns()}]"
+        progress.step("prefill", f"{target} tokens, {label}: building the prompt")
+    nonce = f"[bench {secrets.token_hex(6)} {tag} {label}]"
     try:
         text, counted, rounds = prompt_of_tokens(target, counter.count, nonce)
     except Exception as exc:
@@ -134,7 +147,7 @@ def _prefill(client, counter, row, max_tokens, extra_body, deadline, progress, n
     row["counted_tokens"] = counted
     row["count_rounds"] = rounds
     if progress:
-        progress.step("prefill", f"{target} tokens: waiting for the first token")
+        progress.step("prefill", f"{target} tokens, {label}: waiting for the first token")
     try:
         res = client.stream_completion(text, max_tokens, temperature=0.0, extra=dict(extra_body or {}),
                                        deadline=deadline)
@@ -143,6 +156,7 @@ def _prefill(client, counter, row, max_tokens, extra_body, deadline, progress, n
         return
     row["prompt_tokens"] = res.prompt_tokens if res.prompt_tokens is not None else counted
     row["prompt_tokens_source"] = "server usage" if res.prompt_tokens is not None else counter.method
+    row["cached_tokens"] = res.cached_tokens
     if res.ttft_s is None:
         row["error"] = res.error or "no token came back"
     else:
@@ -177,12 +191,15 @@ def run_concurrency_point(client, streams, prompt, max_tokens, temperature=0.0, 
             errors[key] = errors.get(key, 0) + 1
     total_tokens = sum(r["completion_tokens"] or 0 for r in results if r)
     texts = {r["text"] for r in completed}
+    failed = streams - len(completed)
     return {
         "streams": streams, "sent": streams, "completed": len(completed),
         "garbled": len(garbled), "garbled_streams": garbled[:10],
         "errors": [{"error": k, "count": v} for k, v in sorted(errors.items())],
         "output_tokens": total_tokens, "wall_s": wall,
-        "aggregate_tok_s": total_tokens / wall,
+        # Tokens / wall of a round in which streams failed is no aggregate of `streams` streams: none.
+        "aggregate_tok_s": None if failed else total_tokens / wall,
+        "aggregate_note": f"not reported: {failed} of {streams} streams failed" if failed else None,
         "per_stream_tok_s": summarize(r["decode_tok_s"] for r in completed),
         "ttft_ms": summarize(None if r["ttft_s"] is None else r["ttft_s"] * 1000.0 for r in completed),
         "distinct_outputs": len(texts), "max_tokens": max_tokens, "temperature": temperature,
@@ -190,15 +207,27 @@ def run_concurrency_point(client, streams, prompt, max_tokens, temperature=0.0, 
 
 
 def run_concurrency(client, grid, max_tokens, prompt_kind="prose", temperature=0.0, thinking=None,
-                    thinking_key="thinking", extra_body=None, deadline=None, progress=None, garble_min_tokens=16):
-    """The concurrency grid: one point per stream count, in order."""
+                    thinking_key="thinking", extra_body=None, deadline=None, progress=None, garble_min_tokens=16,
+                    repeats=1):
+    """The concurrency grid: one point per stream count, in order, each ``repeats`` rounds.
+
+    The streams of one round send the same prompt (at temperature 0 their outputs should agree); each round's
+    prompt is new (a nonce first), so no round finds the previous one's prompt in the cache.
+    """
     out = []
     extra = thinking_extra(thinking, thinking_key, extra_body)
     for streams in grid:
-        if progress:
-            progress.step("concurrency", f"{streams} streams")
-        point = run_concurrency_point(client, streams, PROMPTS[prompt_kind], max_tokens, temperature, extra,
-                                      deadline, garble_min_tokens)
+        rounds = []
+        for i in range(repeats):
+            if progress:
+                progress.step("concurrency", f"{streams} streams, round {i + 1}/{repeats}")
+            raw = []
+            point = run_concurrency_point(client, streams, unique(PROMPTS[prompt_kind], f"{streams} streams"),
+                                          max_tokens, temperature, extra, deadline, garble_min_tokens, raw)
+            point["_decode"] = [r["decode_tok_s"] for r in raw if r and r["ok"]]
+            point["_ttft"] = [r["ttft_s"] * 1000.0 for r in raw if r and r["ok"] and r["ttft_s"] is not None]
+            rounds.append(point)
+        point = combine_rounds(rounds)
         point["prompt"] = prompt_kind
         out.append(point)
         if progress:
@@ -247,22 +276,32 @@ def run_needle(client, counter, target_tokens, count=3, depths=None, seed=0, max
 def run_phases(client, params, phases, counter, context, progress):
     """The measurements of ``phases`` with the module's options ``params`` (bench_setup.ARGUMENT_SPEC).
 
-    Returns ``{decode, prefill, concurrency, needle}``: a list per phase, the needle's dict (None when not run).
+    Returns ``{warmup, decode, prefill, depth, concurrency, needle}``: the warm-up request's outcome, a list per
+    phase, the needle's dict (None when not run).
     """
-    results = {"decode": [], "prefill": [], "concurrency": [], "needle": None}
+    results = {"decode": [], "prefill": [], "depth": [], "concurrency": [], "needle": None}
     common = {"extra_body": params["extra_body"], "deadline": params["request_timeout_s"], "progress": progress}
+    results["warmup"] = warm_up(client, **common)
+    if progress:
+        warm = results["warmup"]
+        progress.finished("warm-up: " + ("done" if warm["ok"] else f"failed, {warm['error']}"))
     if "decode" in phases:
         results["decode"] = run_decode(client, params["decode_cases"], params["decode_repeats"],
                                        params["decode_max_tokens"], thinking_key=params["thinking_key"],
                                        garble_min_tokens=params["garble_min_tokens"], **common)
     if "prefill" in phases:
         results["prefill"] = run_prefill(client, counter, params["prefill_tokens"], params["prefill_max_tokens"],
-                                         context_length=context, **common)
+                                         context_length=context, repeats=params["prefill_repeats"], **common)
+    if "depth" in phases:
+        results["depth"] = run_depth(client, counter, params["depth_tokens"], params["depth_max_tokens"],
+                                     limit=params["depth_limit"], context_length=context,
+                                     repeats=params["depth_repeats"], thinking_key=params["thinking_key"],
+                                     garble_min_tokens=params["garble_min_tokens"], **common)
     if "concurrency" in phases:
         results["concurrency"] = run_concurrency(
             client, params["concurrency_streams"], params["concurrency_max_tokens"],
             temperature=params["concurrency_temperature"], thinking_key=params["thinking_key"],
-            garble_min_tokens=params["garble_min_tokens"], **common)
+            garble_min_tokens=params["garble_min_tokens"], repeats=params["concurrency_repeats"], **common)
     if "needle" in phases:
         results["needle"] = run_needle(client, counter, params["needle_tokens"], count=params["needle_count"],
                                        seed=params["needle_seed"], context_length=context,

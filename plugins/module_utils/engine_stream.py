@@ -34,6 +34,7 @@ class StreamResult:
 
     __slots__ = (
         "body",
+        "cached_tokens",
         "chunks",
         "done",
         "error",
@@ -58,6 +59,7 @@ class StreamResult:
         self.chunks = 0
         self.usage_completion_tokens = None
         self.prompt_tokens = None
+        self.cached_tokens = None  # prompt tokens the server took from its prompt cache, when it says
         self.finish_reason = None
         self.error = None
         self.done = False  # `data: [DONE]` was seen
@@ -99,6 +101,7 @@ class StreamResult:
             "chunks": self.chunks,
             "completion_tokens": self.completion_tokens,
             "prompt_tokens": self.prompt_tokens,
+            "cached_tokens": self.cached_tokens,
             "finish_reason": self.finish_reason,
             "ttft_s": self.ttft_s,
             "decode_tok_s": self.decode_tok_s,
@@ -183,6 +186,12 @@ def read_sse(resp, result, chat, path, deadline, timeout):
                     result.usage_completion_tokens = usage["completion_tokens"]
                 if isinstance(usage.get("prompt_tokens"), int):
                     result.prompt_tokens = usage["prompt_tokens"]
+                details = usage.get("prompt_tokens_details")
+                if isinstance(details, dict) and isinstance(details.get("cached_tokens"), int):
+                    result.cached_tokens = details["cached_tokens"]  # OpenAI, vLLM
+            timings = event.get("timings")
+            if isinstance(timings, dict) and isinstance(timings.get("cache_n"), int):
+                result.cached_tokens = timings["cache_n"]  # llama.cpp server
     except (socket.timeout, TimeoutError):
         result.error = (f"timeout: the stream of POST {path} sent nothing for {timeout:g} s "
                         f"after {result.chunks} content chunks")

@@ -17,14 +17,17 @@ description:
   - "Single-stream decode (O(decode_cases), each O(decode_repeats) times, one request at a time): decode tok/s =
     (n - 1) / (t_last_chunk - t_first_chunk), n = completion tokens (the server's C(usage) when it sends one, else
     the content chunks); TTFT = first content chunk - request sent. Median, min, max and spread per case."
-  - "Prefill ladder (O(prefill_tokens)): one prompt per length, built to that exact token count and sent to
-    C(/v1/completions); prefill tok/s = prompt tokens / TTFT. Each prompt starts with a unique line, so no prefix
-    cache can shorten it."
-  - "Concurrency grid (O(concurrency_streams)): that many identical chat streams started together; aggregate tok/s
-    = total output tokens / wall time (first request sent to last stream done), per-stream tok/s = median decode
-    tok/s of the streams, completed / sent, and a garble check: an empty output, or one ending in a token (or a
-    cycle of up to 4 tokens) repeated O(garble_min_tokens) times, or one where a single token is half the output,
-    counts as garbled."
+  - "Every timed prompt starts with a nonce of its own, so no prompt cache answers it, and one untimed warm-up
+    request goes first."
+  - "Prefill ladder (O(prefill_tokens)): O(prefill_repeats) prompts per length, built to that exact token count and
+    sent to C(/v1/completions); prefill tok/s = prompt tokens / TTFT; median, min, max and spread per length."
+  - "Decode at depth (O(depth_tokens)): a prompt of that many tokens of history ending with the prose task, one
+    chat stream each; its decode tok/s is the speed with that much already in the context."
+  - "Concurrency grid (O(concurrency_streams)): that many identical chat streams started together, in
+    O(concurrency_repeats) rounds; aggregate tok/s = total output tokens / wall time (first request sent to last
+    stream done), none for a round in which a stream failed; per-stream tok/s = median decode tok/s of the
+    streams; completed / sent; a garble check: an empty output, or one ending in a token (or a cycle of up to 4)
+    repeated O(garble_min_tokens) times, or one where a single token is half the output."
   - "Needle test (O(needle_tokens)): passphrases planted at depths of a long prompt must all come back in order
     (the smoke test's check, from the engine_needle module_utils)."
   - "Prompt lengths are counted with the server's C(/tokenize) when it has one, else with O(tokenizer_path)
@@ -55,11 +58,11 @@ options:
     type: str
   phases:
     description:
-      - Which measurements to run, always in the order decode, prefill, concurrency, needle.
+      - Which measurements to run, always in the order decode, prefill, depth, concurrency, needle.
     type: list
     elements: str
-    choices: [decode, prefill, concurrency, needle]
-    default: [decode, prefill, concurrency, needle]
+    choices: [decode, prefill, depth, concurrency, needle]
+    default: [decode, prefill, depth, concurrency, needle]
   decode_cases:
     description:
       - The single-stream decode cases. The default measures the three published cases of the DeepSeek-V4.1-Flash
@@ -126,6 +129,34 @@ options:
       - C(max_tokens) of each prefill request (only the first token is timed).
     type: int
     default: 4
+  prefill_repeats:
+    description:
+      - Prompts sent per prefill length, each new to the server.
+    type: int
+    default: 3
+  depth_tokens:
+    description:
+      - Depths of the decode-at-depth phase, in tokens of history. A depth over O(depth_limit), or whose prompt
+        and reply do not fit the served context, is skipped and said so, never sent.
+    type: list
+    elements: int
+    default: [8192, 32768, 131072, 262144, 524288, 1000000]
+  depth_limit:
+    description:
+      - The deepest depth measured (a 1M-token prefill takes about ten minutes on a Spark pair); V(0) measures up
+        to the served context.
+    type: int
+    default: 262144
+  depth_max_tokens:
+    description:
+      - C(max_tokens) of each decode-at-depth request.
+    type: int
+    default: 256
+  depth_repeats:
+    description:
+      - Runs per depth.
+    type: int
+    default: 1
   token_counter:
     description:
       - How prompt lengths are counted. V(auto) takes the first that works of V(server) (C(POST /tokenize)),
@@ -149,6 +180,11 @@ options:
       - C(max_tokens) of each stream of the grid.
     type: int
     default: 256
+  concurrency_repeats:
+    description:
+      - Rounds per stream count; the aggregate is the median of the rounds in which every stream completed.
+    type: int
+    default: 3
   concurrency_temperature:
     description:
       - Temperature of the grid's streams (identical prompts; at 0 their outputs should agree, which
@@ -256,10 +292,16 @@ measurements:
     - C(decode) - one entry per case with C(runs) (each C(decode_tok_s), C(ttft_ms), C(completion_tokens),
       C(garbled), C(error)) and the statistics C(decode_tok_s) and C(ttft_ms) (C(n), C(median), C(mean), C(min),
       C(max), C(stdev), C(spread_pct)).
+    - C(warmup) - the untimed first request, C(ok) and C(error).
     - C(prefill) - one entry per length with C(target_tokens), C(counted_tokens), C(prompt_tokens) (the server's
-      usage when given), C(ttft_ms), C(prefill_tok_s), C(skipped), C(error).
-    - C(concurrency) - one entry per stream count with C(sent), C(completed), C(garbled), C(aggregate_tok_s),
-      C(per_stream_tok_s) and C(ttft_ms) statistics, C(wall_s), C(output_tokens), C(errors), C(distinct_outputs).
+      usage when given), C(ttft_ms) and C(prefill_tok_s) (medians; C(stats) has both statistics), C(runs),
+      C(skipped), C(error).
+    - C(depth) - one entry per depth with C(depth_tokens), C(runs), the statistics C(decode_tok_s) and C(ttft_ms),
+      C(skipped).
+    - C(concurrency) - one entry per stream count with C(sent), C(completed), C(garbled) (all rounds),
+      C(aggregate_tok_s) (median of the complete rounds, None when none; C(aggregate_note) says why), C(stats),
+      C(per_stream_tok_s) and C(ttft_ms) statistics, C(wall_s), C(output_tokens), C(errors), C(distinct_outputs),
+      C(rounds).
     - C(needle) - C(target_tokens), C(prompt_tokens), C(passed), C(found), C(expected), C(detail), C(ttft_ms); or
       null when not run.
   returned: success
@@ -271,6 +313,7 @@ measurements:
     token_counter: {method: server, label: "the server's /tokenize (exact)", notes: [], exact: true}
     decode: []
     prefill: []
+    depth: []
     concurrency: []
     needle: null
 """
@@ -289,23 +332,12 @@ from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_errors im
 from ansible_collections.sparkfold.cluster.plugins.module_utils.progress_file import StepProgress
 
 
-def _positive(module, name, values):
-    bad = [v for v in values if v < 1]
-    if bad:
-        module.fail_json(msg=f"{name} must hold positive integers; got {bad}. Fix the value and run again.")
-
-
 def main():
     module = AnsibleModule(argument_spec=bench_setup.ARGUMENT_SPEC, supports_check_mode=True)
     p = module.params
-    for name in ("decode_repeats", "decode_max_tokens", "prefill_max_tokens", "concurrency_max_tokens",
-                 "garble_min_tokens", "needle_tokens", "needle_count"):
-        _positive(module, name, [p[name]])
-    _positive(module, "prefill_tokens", p["prefill_tokens"])
-    _positive(module, "concurrency_streams", p["concurrency_streams"])
-    names = [c["name"] for c in p["decode_cases"]]
-    if len(set(names)) != len(names):
-        module.fail_json(msg=f"decode_cases names must be distinct; got {names}")
+    problem = bench_setup.check_params(p)
+    if problem:
+        module.fail_json(msg=problem)
     if p["progress_file"] and not os.path.isdir(os.path.dirname(os.path.abspath(p["progress_file"]))):
         module.fail_json(msg=f"the directory of progress_file {p['progress_file']} does not exist; create it first")
 
@@ -327,7 +359,7 @@ def main():
 
     phases = [ph for ph in bench_setup.PHASES if ph in p["phases"]]
     counter = None
-    if "prefill" in phases or "needle" in phases:
+    if {"prefill", "depth", "needle"} & set(phases):
         try:
             counter = TokenCounter(client, p["token_counter"], p["tokenizer_path"])
         except ValueError as exc:
@@ -339,7 +371,7 @@ def main():
     progress = StepProgress(p["progress_file"], bench_setup.total_steps(p))
     started = time.time()
     results = {
-        "schema": 1,
+        "schema": 2,
         "url": client.base_url,
         "model": model,
         "models": models,
@@ -351,8 +383,9 @@ def main():
             "method": counter.method, "label": counter.label, "notes": counter.notes, "exact": counter.exact},
         "options": {key: p[key] for key in (
             "decode_repeats", "decode_max_tokens", "thinking_key", "prefill_tokens", "prefill_max_tokens",
-            "concurrency_streams", "concurrency_max_tokens", "concurrency_temperature", "garble_min_tokens",
-            "needle_tokens", "needle_count", "needle_seed")},
+            "prefill_repeats", "depth_tokens", "depth_limit", "depth_max_tokens", "depth_repeats",
+            "concurrency_streams", "concurrency_max_tokens", "concurrency_repeats", "concurrency_temperature",
+            "garble_min_tokens", "needle_tokens", "needle_count", "needle_seed")},
     }
     results.update(run_phases(client, p, phases, counter, context, progress))
     finished = time.time()

@@ -14,8 +14,15 @@ version_added: "0.1.0"
 description:
   - Takes the raw results of M(sparkfold.cluster.engine_bench), the recipe's expected figures and a stamp (recipe,
     engine commit, weights revision, clocks, host, date) and writes into O(run_dir)
-    C(results.json) (all of it), C(report.md) and three plots, C(throughput_vs_streams.png) (aggregate and
-    per-stream tok/s), C(prefill_vs_context.png) (prefill tok/s) and C(ttft_vs_context.png) (TTFT).
+    C(results.json) (all of it), C(results.csv) (one row per measured run, for spreadsheets), C(report.md) and
+    four plots, C(throughput_vs_streams.png) (aggregate and per-stream tok/s), C(prefill_vs_context.png) (prefill
+    tok/s), C(ttft_vs_context.png) (TTFT) and C(decode_vs_depth.png) (decode tok/s at depth).
+  - "The plots never print an axis in scientific notation, draw a recipe's figure only at the measured rungs its
+    metric matched, mark a skipped or failed rung on the axis with its reason, and say why the aggregate at one
+    stream reads below the per-stream speed (its wall time includes the TTFT)."
+  - "C(results.csv) columns - phase, name, tokens, streams, run, ok, prompt_tokens, cached_tokens,
+    completion_tokens, ttft_ms, decode_tok_s, prefill_tok_s, aggregate_tok_s, wall_s, completed, sent, note;
+    a cell that does not apply is empty; a skipped rung is a row with its reason in note."
   - Marks each expected figure as within, above or below its tolerance; the side that is worse (below for a
     throughput, above for a time) is a regression, listed in RV(regressions). The module itself never fails on a
     regression; the C(sparkfold.cluster.bench) role does when C(bench_fail_on_regression) is set.
@@ -38,11 +45,13 @@ options:
         C(prefill.*.tok_s), with an optional C(range) [low, high] on the number the C(*) stands for), C(expected),
         C(unit), C(tolerance_pct) or C(tolerance_abs), C(better) (higher or lower)."
       - Metric names - C(decode.<case>.tok_s), C(decode.<case>.ttft_ms), C(decode.ttft_ms) (median over all decode
-        runs), C(decode.garbled), C(prefill.<tokens>.tok_s), C(prefill.<tokens>.ttft_ms),
+        runs), C(decode.garbled), C(prefill.<tokens>.tok_s), C(prefill.<tokens>.ttft_ms), C(depth.<tokens>.tok_s),
+        C(depth.<tokens>.ttft_ms),
         C(concurrency.<streams>.aggregate_tok_s), C(.per_stream_tok_s), C(.ttft_ms), C(.completed_pct),
         C(.garbled), C(concurrency.max.completed_pct) (at the largest stream count),
         C(concurrency.all.garbled), C(concurrency.peak.aggregate_tok_s), C(concurrency.peak.streams),
-        C(needle.passed) (1 or 0), C(needle.found_pct). Percentages are 0-100.
+        C(needle.passed) (1 or 0), C(needle.found_pct). Percentages are 0-100. A concurrency point where any
+        stream failed has no aggregate (not measured).
     type: dict
     default: {}
   stamp:
@@ -59,7 +68,7 @@ options:
     required: true
   plots:
     description:
-      - Draw the three PNG plots. Without them C(matplotlib) is not needed.
+      - Draw the four PNG plots. Without them C(matplotlib) is not needed.
     type: bool
     default: true
 extends_documentation_fragment:
@@ -106,7 +115,8 @@ files:
   returned: always
   type: list
   elements: str
-  sample: [results.json, report.md, throughput_vs_streams.png, prefill_vs_context.png, ttft_vs_context.png]
+  sample: [results.json, results.csv, report.md, throughput_vs_streams.png, prefill_vs_context.png,
+    ttft_vs_context.png, decode_vs_depth.png]
 verdicts:
   description: One per expected figure and matching metric - C(id), C(label), C(metric), C(measured), C(expected),
     C(unit), C(low), C(high), C(tolerance), C(better), C(verdict) (within, above, below, not measured), C(regression).
@@ -129,27 +139,11 @@ table:
 import json
 import os
 import tempfile
-import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible_collections.sparkfold.cluster.plugins.module_utils import bench_plots
 from ansible_collections.sparkfold.cluster.plugins.module_utils import bench_report as br
-
-MPL_IMPORT_ERROR = None
-try:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib import ticker
-except ImportError:
-    MPL_IMPORT_ERROR = traceback.format_exc()
-    plt = ticker = None
-
-PLOTS = (
-    ("Throughput vs streams", "throughput_vs_streams.png"),
-    ("Prefill tok/s vs context", "prefill_vs_context.png"),
-    ("TTFT vs context", "ttft_vs_context.png"),
-)
+from ansible_collections.sparkfold.cluster.plugins.module_utils import bench_tables as bt
 
 
 def _write(path, data, binary=False):
@@ -164,114 +158,6 @@ def _write(path, data, binary=False):
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-
-
-def _subtitle(stamp, expectations):
-    recipe = stamp.get("recipe") or expectations.get("recipe") or ""
-    text = f"{recipe} - {stamp.get('host') or ''} - {stamp.get('date') or ''}".strip(" -")
-    if stamp.get("simulated", expectations.get("simulated")):
-        text = "SIMULATED (lab engine) - " + text
-    return text
-
-
-def _figure(title, subtitle):
-    fig, ax = plt.subplots(figsize=(8, 5), dpi=100)
-    ax.set_title(title + "\n" + subtitle, fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
-    return fig, ax
-
-
-def _nothing(ax, what):
-    ax.text(0.5, 0.5, f"{what}: not measured", ha="center", va="center", transform=ax.transAxes)
-    ax.set_xticks([])
-    ax.set_yticks([])
-
-
-def _expected(expectations, prefix):
-    return [f for f in expectations.get("figures") or [] if str(f.get("metric", "")).startswith(prefix)]
-
-
-def plot_throughput(path, results, expectations, subtitle):
-    fig, ax = _figure("Throughput vs streams", subtitle)
-    points = [pt for pt in results.get("concurrency") or [] if pt.get("aggregate_tok_s") is not None]
-    if points:
-        xs = [pt["streams"] for pt in points]
-        ax.plot(xs, [pt["aggregate_tok_s"] for pt in points], "o-", label="aggregate tok/s")
-        ax.plot(xs, [pt["per_stream_tok_s"]["median"] for pt in points], "s--", label="per-stream tok/s (median)")
-        for fig_exp in _expected(expectations, "concurrency."):
-            parts = fig_exp["metric"].split(".")
-            if len(parts) == 3 and parts[1].isdigit() and parts[2] in ("aggregate_tok_s", "per_stream_tok_s"):
-                low, high, _text = br.band(fig_exp)
-                ax.errorbar([int(parts[1])], [fig_exp["expected"]], yerr=[[fig_exp["expected"] - low],
-                            [high - fig_exp["expected"]]], fmt="D", color="black", capsize=4,
-                            label=f"recipe: {fig_exp.get('label') or fig_exp['id']}")
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(xs)
-        ax.set_xticklabels([str(x) for x in xs])
-        ax.set_xlabel("concurrent streams")
-        ax.set_ylabel("tok/s")
-        ax.set_ylim(bottom=0)
-        ax.legend(fontsize=8)
-    else:
-        _nothing(ax, "concurrency grid")
-    fig.tight_layout()
-    fig.savefig(path, format="png")
-    plt.close(fig)
-
-
-def _tokens_label(value, _pos=None):
-    value = round(float(value))
-    if value >= 1048576 and value % 1048576 == 0:
-        return f"{value // 1048576}M"
-    if value >= 1024 and value % 1024 == 0:
-        return f"{value // 1024}K"
-    return str(value)
-
-
-def plot_context(path, title, subtitle, prefill, key, ylabel, expectations, scale, logy):
-    """Prefill tok/s or TTFT (scaled by ``scale``) against prompt tokens, with the recipe's band.
-
-    For TTFT the recipe's band is the TTFT its prefill figure implies (prompt tokens / prefill tok/s).
-    """
-    fig, ax = _figure(title, subtitle)
-    rows = [r for r in prefill if r.get(key) is not None]
-    if rows:
-        xs = [r.get("prompt_tokens") or r["target_tokens"] for r in rows]
-        ax.plot(xs, [r[key] * scale for r in rows], "o-", label=ylabel + " (measured)")
-        for fig_exp in _expected(expectations, "prefill."):
-            if not fig_exp["metric"].endswith(".tok_s"):
-                continue
-            low, high, _text = br.band(fig_exp)
-            lo_x, hi_x = fig_exp.get("range") or [min(xs), max(xs)]
-            lo_x, hi_x = max(lo_x, min(xs)), min(hi_x, max(xs))
-            if lo_x > hi_x:
-                continue
-            name = fig_exp.get("label") or fig_exp["id"]
-            if key == "prefill_tok_s":
-                ax.hlines(fig_exp["expected"], lo_x, hi_x, colors="black", linestyles="dashed",
-                          label=f"recipe: {name}, {fig_exp['expected']:g} tok/s")
-                ax.fill_between([lo_x, hi_x], [low] * 2, [high] * 2, color="grey", alpha=0.2)
-            else:
-                line = [lo_x, hi_x]
-                ax.plot(line, [x / fig_exp["expected"] for x in line], "k--",
-                        label=f"recipe: tokens / {fig_exp['expected']:g} tok/s")
-                ax.fill_between(line, [x / high for x in line], [x / low for x in line], color="grey", alpha=0.2)
-        ax.set_xscale("log", base=2)
-        ax.xaxis.set_major_formatter(ticker.FuncFormatter(_tokens_label))
-        if logy:
-            ax.set_yscale("log")
-            ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _p: f"{v:g}"))
-            ax.yaxis.set_minor_formatter(ticker.LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
-        else:
-            ax.set_ylim(bottom=0)
-        ax.set_xlabel("prompt tokens")
-        ax.set_ylabel(ylabel)
-        ax.legend(fontsize=8)
-    else:
-        _nothing(ax, "prefill ladder")
-    fig.tight_layout()
-    fig.savefig(path, format="png")
-    plt.close(fig)
 
 
 def main():
@@ -296,10 +182,10 @@ def main():
     regressions = br.regressions(verdicts)
     out = {"changed": False, "run_dir": run_dir, "files": [], "verdicts": verdicts, "regressions": regressions,
            "table": br.verdict_lines(verdicts)}
-    if p["plots"] and plt is None:
+    if p["plots"] and bench_plots.plt is None:
         module.fail_json(msg=missing_required_lib("matplotlib", reason="to draw the benchmark plots")
                          + " Run `make setup` (requirements.txt pins it) or set plots=false (bench_plots: false).",
-                         exception=MPL_IMPORT_ERROR, **out)
+                         exception=bench_plots.MPL_IMPORT_ERROR, **out)
     if module.check_mode:
         module.exit_json(msg=f"check mode: would write the report into {run_dir}", **out)
 
@@ -309,18 +195,13 @@ def main():
         raw = {"stamp": stamp, "expectations": expectations, "verdicts": verdicts, "measurements": results}
         _write(os.path.join(run_dir, "results.json"), json.dumps(raw, indent=1, sort_keys=True) + "\n")
         files.append("results.json")
-        plots = list(PLOTS) if p["plots"] else []
-        _write(os.path.join(run_dir, "report.md"), br.render_markdown(results, stamp, expectations, verdicts, plots))
+        _write(os.path.join(run_dir, "results.csv"), bt.results_csv(results))
+        files.append("results.csv")
+        plots = list(bench_plots.PLOTS) if p["plots"] else []
+        _write(os.path.join(run_dir, "report.md"), bt.render_markdown(results, stamp, expectations, verdicts, plots))
         files.append("report.md")
         if plots:
-            subtitle = _subtitle(stamp, expectations)
-            plot_throughput(os.path.join(run_dir, PLOTS[0][1]), results, expectations, subtitle)
-            prefill = results.get("prefill") or []
-            plot_context(os.path.join(run_dir, PLOTS[1][1]), PLOTS[1][0], subtitle, prefill, "prefill_tok_s",
-                         "prefill tok/s", expectations, 1.0, False)
-            plot_context(os.path.join(run_dir, PLOTS[2][1]), PLOTS[2][0], subtitle, prefill, "ttft_ms", "TTFT (s)",
-                         expectations, 0.001, True)
-            files += [name for _title, name in PLOTS]
+            files += bench_plots.draw_all(run_dir, results, expectations, stamp)
     except OSError as exc:
         module.fail_json(msg=f"cannot write the report into {run_dir}: {exc}. Check bench_run_dir and its "
                              "permissions on the controller", **out)

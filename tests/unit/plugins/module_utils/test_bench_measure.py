@@ -190,3 +190,110 @@ def test_progress_lines_read_as_the_summary(tmp_path):
     needle = eb.run_needle(client, counter, 50000, context_length=40000, progress=StepProgress(str(path), 1))
     assert json.loads(path.read_text())["last"] == bf.summary_lines({"needle": needle})[0]
     assert bf.summary_lines({"needle": needle})[0].startswith("needle 50000: FAIL, a 50000-token prompt")
+
+
+# --- issue 16: every timed request new to the server, repeats, no aggregate over failed streams, depth ---------
+def _params(**overrides):
+    from ansible_collections.sparkfold.cluster.plugins.module_utils.bench_setup import ARGUMENT_SPEC
+
+    params = {key: spec.get("default") for key, spec in ARGUMENT_SPEC.items()}
+    params.update(overrides)
+    return params
+
+
+def _user_texts(fake, path="/v1/chat/completions"):
+    return [call[2]["messages"][0]["content"] for call in fake.calls if call[1] == path]
+
+
+def test_decode_runs_are_new_to_the_server_after_one_untimed_warm_up():
+    # A llama.cpp server says how much of the prompt came from its cache (timings.cache_n): it is recorded.
+    reply = chat_chunks("The keeper lit the lamp")
+    reply[-2]["timings"] = {"cache_n": 3, "prompt_n": 71}
+    with _chat_route(FakeEngine(), [reply]) as fake:
+        cases = [{"name": "prose_t0", "prompt": "prose", "temperature": 0.0, "thinking": False}]
+        out = eb.run_phases(EngineClient(fake.url, model="m"), _params(decode_cases=cases, decode_repeats=3),
+                            ["decode"], None, None, None)
+        texts = _user_texts(fake)
+    assert len(texts) == 4  # the warm-up, then three timed runs
+    assert out["warmup"]["ok"] is True
+    timed = texts[1:]
+    assert len(set(texts)) == 4  # no prompt sent twice: no prompt cache can answer one
+    for text in timed:
+        nonce, rest = text.split("\n", 1)
+        assert rest == bp.PROMPTS["prose"] and nonce.startswith("[")  # the nonce first, where it breaks the prefix
+    assert len({text.split("\n", 1)[0][:13] for text in timed}) == 3
+    (case,) = out["decode"]
+    assert case["ok"] == 3 and [run["cached_tokens"] for run in case["runs"]] == [3, 3, 3]
+
+
+def _completions(fake, prompt_tokens=None):
+    def answer(body, _n):
+        usage = {"prompt_tokens": prompt_tokens or len(body["prompt"].split()), "completion_tokens": 1,
+                 "prompt_tokens_details": {"cached_tokens": 0}}
+        return 200, [{"choices": [{"index": 0, "text": "ready", "finish_reason": None}]},
+                     {"choices": [{"index": 0, "text": "", "finish_reason": "stop"}], "usage": usage}, "[DONE]"]
+
+    fake.route("POST", "/v1/completions", answer)
+    return fake
+
+
+def test_prefill_is_repeated_with_new_prompts_and_statistics():
+    counter = SimpleNamespace(method="server", exact=True, count=lambda text: len(text.split()))
+    with _completions(FakeEngine()) as fake:
+        (row,) = eb.run_prefill(EngineClient(fake.url), counter, [300], repeats=3)
+        prompts = [call[2]["prompt"] for call in fake.calls if call[1] == "/v1/completions"]
+    assert len(prompts) == 3 and len(set(prompts)) == 3
+    assert [run["prompt_tokens"] for run in row["runs"]] == [300, 300, 300]
+    assert [run["cached_tokens"] for run in row["runs"]] == [0, 0, 0]
+    stats = row["stats"]["prefill_tok_s"]
+    assert stats["n"] == 3 and stats["median"] == row["prefill_tok_s"] and stats["spread_pct"] is not None
+    assert row["ttft_ms"] == row["stats"]["ttft_ms"]["median"] and row["ok"] is True
+    assert bf.prefill_line(row).endswith(f"({3} of 3 runs, spread {stats['spread_pct']:.1f}%)")
+
+
+def test_concurrency_is_repeated_in_rounds_with_statistics():
+    with _chat_route(FakeEngine(), [chat_chunks("counting 1 2 3 4 5 6")]) as fake:
+        (point,) = eb.run_concurrency(EngineClient(fake.url, model="m"), [2], 8, repeats=3)
+        texts = _user_texts(fake)
+    assert point["repeats"] == 3 and point["sent"] == point["completed"] == 6
+    assert len(point["rounds"]) == 3 and point["stats"]["aggregate_tok_s"]["n"] == 3
+    assert point["aggregate_tok_s"] == point["stats"]["aggregate_tok_s"]["median"]
+    assert point["per_stream_tok_s"]["n"] == 6
+    assert len(set(texts)) == 3  # one prompt per round, new each round, the same for the streams of a round
+    assert point["aggregate_note"] is None
+
+
+def test_no_aggregate_when_a_stream_failed():
+    def answer(body, n):
+        if n == 2:
+            return 500, {"error": {"message": "out of KV pool pages", "code": 500}}
+        return 200, chat_chunks("counting 1 2 3 4 5")
+
+    with FakeEngine() as fake:
+        fake.route("POST", "/v1/chat/completions", answer)
+        (point,) = eb.run_concurrency(EngineClient(fake.url), [3], 8, repeats=2)
+    assert point["completed"] == 5 and point["sent"] == 6
+    round1, round2 = point["rounds"]
+    assert round1["aggregate_tok_s"] is None and round1["aggregate_note"] == "not reported: 1 of 3 streams failed"
+    assert round2["aggregate_tok_s"] is not None
+    assert point["aggregate_note"] == "from 1 of 2 rounds; round 1: not reported: 1 of 3 streams failed"
+    assert "(from 1 of 2 rounds; round 1: not reported" in bf.concurrency_line(point)
+
+
+def test_decode_at_depth_skips_what_does_not_fit_and_never_sends_it():
+    from ansible_collections.sparkfold.cluster.plugins.module_utils.bench_depth import run_depth
+
+    counter = SimpleNamespace(method="server", exact=True, count=lambda text: len(text.split()))
+    with _chat_route(FakeEngine(), [chat_chunks("The keeper lit the lamp and watched the sea")]) as fake:
+        rows = run_depth(EngineClient(fake.url, model="m"), counter, [300, 600, 5000], max_tokens=64, limit=1000,
+                         context_length=4096)
+        texts = _user_texts(fake)
+    shallow, mid, deep = rows
+    assert [len(text.split()) for text in texts] == [300, 600]  # built to the depth; 5000 never sent
+    assert deep["skipped"] == "5000 tokens is above depth_limit 1000" and deep["runs"] == []
+    assert shallow["decode_tok_s"]["n"] == 1 and shallow["decode_tok_s"]["median"] > 0
+    assert texts[0].endswith(bp.PROMPTS["prose"])
+    assert mid["prompt_tokens"] == 7  # the server's usage figure (the fake's)
+    rows = run_depth(EngineClient("http://127.0.0.1:1"), counter, [5000], max_tokens=64, limit=0, context_length=4096)
+    assert rows[0]["skipped"] == "5000 + 64 tokens exceeds the server's context of 4096"
+    assert bf.depth_line(rows[0]) == "depth 5000: skipped, 5000 + 64 tokens exceeds the server's context of 4096"

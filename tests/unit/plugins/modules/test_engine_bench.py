@@ -45,8 +45,12 @@ TINY = {
     "decode_repeats": 2,
     "decode_max_tokens": 24,
     "prefill_tokens": [500, 2000, 9000],
+    "prefill_repeats": 2,
+    "depth_tokens": [1000, 9000],
+    "depth_max_tokens": 24,
     "concurrency_streams": [1, 2, 3],
     "concurrency_max_tokens": 20,
+    "concurrency_repeats": 1,
     "needle_tokens": 1500,
 }
 
@@ -76,6 +80,13 @@ def test_tiny_run_against_the_lab_engine(cluster, run, tmp_path):
         expected_ttft = target / PREFILL_TOK_S * 1000 + TTFT_BASE_MS
         assert rows[target]["ttft_ms"] == pytest.approx(expected_ttft, abs=50)
     assert rows[9000]["skipped"] == "9000 + 4 tokens exceeds the server's context of 8192"
+    assert all(rows[t]["stats"]["prefill_tok_s"]["n"] == 2 for t in (500, 2000))
+
+    shallow, deep = m["depth"]
+    assert shallow["decode_tok_s"]["median"] == pytest.approx(DECODE_TOK_S, rel=0.05)
+    assert shallow["ttft_ms"]["median"] == pytest.approx(1000 / PREFILL_TOK_S * 1000 + TTFT_BASE_MS, abs=50)
+    assert deep["skipped"] == "9000 + 24 tokens exceeds the server's context of 8192" and deep["runs"] == []
+    assert m["warmup"]["ok"] is True
 
     points = {p["streams"]: p for p in m["concurrency"]}
     assert all(p["completed"] == p["sent"] and p["garbled"] == 0 for p in points.values())
@@ -86,9 +97,9 @@ def test_tiny_run_against_the_lab_engine(cluster, run, tmp_path):
     assert points[3]["distinct_outputs"] == 1
 
     assert m["needle"]["passed"] is True and m["needle"]["found"] == 3
-    assert len(result["summary"]) == 2 + 3 + 3 + 1
+    assert len(result["summary"]) == 2 + 3 + 2 + 3 + 1
     final = json.loads(progress.read_text())
-    assert final["phase"] == "done" and final["done"] == final["total"] == 2 * 2 + 3 + 3 + 1
+    assert final["phase"] == "done" and final["done"] == final["total"] == 1 + 2 * 2 + 3 + 2 + 3 + 1
 
 
 def test_check_mode_measures_nothing(run):
@@ -138,7 +149,8 @@ def test_garbled_streams_from_a_fake_server(run):
     repeated = chat_chunks("Here " + " ".join(["</s>"] * 40))
     good = chat_chunks("The keeper lit the lamp and watched the sea until the morning came over the rocks.")
     with _fake([good, empty, repeated, good]) as fake:
-        kind, result, _w = run({"url": fake.url, "phases": ["concurrency"], "concurrency_streams": [4]})
+        kind, result, _w = run({"url": fake.url, "phases": ["concurrency"], "concurrency_streams": [4],
+                                "concurrency_repeats": 1})
     assert kind == "exit", result
     (point,) = result["measurements"]["concurrency"]
     assert point["sent"] == 4
@@ -178,7 +190,9 @@ def test_prompts_over_llama_cpps_served_context_are_skipped(run):
         fake.route("GET", "/props", lambda body, n: (200, llama_cpp_props(2048)))
         fake.route("POST", "/tokenize", tokenize_llama_cpp)
         fake.route("POST", "/v1/completions", lambda body, n: (200, done))
-        kind, result, warnings = run({"url": fake.url, "phases": ["prefill"], "prefill_tokens": [1000, 4096]})
+        fake.route("POST", "/v1/chat/completions", lambda body, n: (200, chat_chunks("The keeper lit the lamp")))
+        kind, result, warnings = run({"url": fake.url, "phases": ["prefill", "depth"], "prefill_tokens": [1000, 4096],
+                                      "prefill_repeats": 1, "depth_tokens": [1000, 4096], "depth_limit": 0})
     assert kind == "exit", result
     assert warnings == []
     m = result["measurements"]
@@ -187,3 +201,7 @@ def test_prompts_over_llama_cpps_served_context_are_skipped(run):
     assert small["ok"] and small["skipped"] is None
     assert big["skipped"] == "4096 + 4 tokens exceeds the server's context of 2048"
     assert sum(1 for c in fake.calls if c[1] == "/v1/completions") == 1
+    shallow, deep = m["depth"]
+    assert shallow["skipped"] is None and len(shallow["runs"]) == 1
+    assert deep["skipped"] == "4096 + 256 tokens exceeds the server's context of 2048"
+    assert sum(1 for c in fake.calls if c[1] == "/v1/chat/completions") == 1 + 1  # the warm-up, depth 1000
