@@ -75,7 +75,8 @@ def node(tmp_path):
 
 
 def store_holds(node, commit):
-    (node / "model" / ".sparkfold-manifest.json").write_text(json.dumps({"repo_id": REPO, "commit": commit, "files": []}))
+    manifest = {"repo_id": REPO, "commit": commit, "files": []}
+    (node / "model" / ".sparkfold-manifest.json").write_text(json.dumps(manifest))
 
 
 def converge(node):
