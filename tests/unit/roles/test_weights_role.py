@@ -1,0 +1,187 @@
+# Copyright: (c) 2026, sparkfold developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The weights role on the head, run by ansible-playbook on this machine against the offline Hub.
+
+A store downloaded once from tests/hub's server; then, with the Hub unreachable (connection refused),
+a full-commit pin the store holds converges with no change and says that no Hub access was needed,
+while a tag pin fails saying why the Hub is needed and which full commit to pin; with the Hub back,
+a tag pin is resolved once per run (one request for the revision, none for the download or the
+tokenizer) and nothing is fetched again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from tests.hub import fixtures
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+ENGRAM_FILES = [
+    "config.json",
+    "model-00047-of-00048.safetensors",
+    "model-00048-of-00048.safetensors",
+    "model.safetensors.index.json",
+]
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the role writes root-owned files (run as root, as CI does)")
+
+
+def closed_port_url():
+    """An endpoint that refuses connections: a port bound and closed again."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def playbook(tmp_path, endpoint, revision):
+    store = tmp_path / "store"
+    variables = {
+        "ansible_python_interpreter": sys.executable,
+        "recipe_spec": {"name": "unit-test"},
+        "weights_repo_id": fixtures.QUANT,
+        "weights_revision": revision,
+        "weights_shards": 3,
+        "weights_base_repo_id": fixtures.BASE,
+        "weights_base_revision": fixtures.BASE_PIN,
+        "weights_dir": str(store),
+        "weights_artifacts": [
+            {
+                "name": "Engram tables",
+                "repo_id": fixtures.ORIGINAL,
+                "revision": fixtures.ORIGINAL_PIN,
+                "dir": str(tmp_path / "engram"),
+                "allow_patterns": ENGRAM_FILES,
+                "pin_var": "recipe_overrides.engram.revision",
+            }
+        ],
+        "weights_endpoint": endpoint,
+        "weights_hub_python": sys.executable,
+        "weights_head": "localhost",
+        "weights_worker_source": "copy",
+        "weights_copy_interfaces": [],
+        "weights_copy_address": "127.0.0.1",
+        "weights_progress_interval_s": 1,
+    }
+    path = tmp_path / "play.yml"
+    path.write_text(
+        "- hosts: localhost\n  connection: local\n  gather_facts: false\n"
+        f"  vars: {json.dumps(variables)}\n"
+        "  roles:\n    - role: sparkfold.cluster.weights\n"
+    )
+    return path
+
+
+def run(tmp_path, endpoint, revision, check=True):
+    env = dict(os.environ)
+    env.update(
+        {
+            "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
+            "ANSIBLE_COLLECTIONS_PATH": str(ROOT / ".collections"),
+            "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"),
+            "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_FORCE_COLOR": "0",
+            "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
+            "HF_HOME": str(tmp_path / "hf-home"),
+        }
+    )
+    result = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
+         str(playbook(tmp_path, endpoint, revision))],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False,
+    )
+    if check:
+        assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+    return result
+
+
+def recap(stdout):
+    match = re.search(r"localhost\s+: ok=(\d+)\s+changed=(\d+)\s+unreachable=\d+\s+failed=(\d+)", stdout)
+    assert match, stdout[-3000:]
+    return {"ok": int(match[1]), "changed": int(match[2]), "failed": int(match[3])}
+
+
+def revision_lookups(server, repo_id):
+    """The requests that resolve a revision of repo_id (model_info: /api/models/<repo>/revision/<rev>)."""
+    return [path for method, path in server.requests if path.startswith(f"/api/models/{repo_id}/revision/")]
+
+
+@pytest.fixture(scope="module")
+def hub(hub_data):
+    from tests.hub.server import HubServer
+
+    with HubServer(hub_data) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def converged(tmp_path_factory, hub):
+    """A store and Engram directory the role downloaded from the Hub, pinned to full commits."""
+    tmp_path = tmp_path_factory.mktemp("weights")
+    first = run(tmp_path, hub.url, fixtures.QUANT_PIN)
+    assert recap(first.stdout)["changed"] > 0
+    return tmp_path
+
+
+def test_the_store_records_what_it_holds(converged):
+    assert (converged / "store" / "tokenizer.json").is_file()
+    record = json.loads((converged / "store" / ".sparkfold-weights.json").read_text())
+    assert record["repo_id"] == fixtures.QUANT
+    assert record["commit"] == fixtures.QUANT_PIN
+    assert record["tokenizer"]["base_repo_id"] == fixtures.BASE
+    assert "tokenizer.json" in record["tokenizer"]["files"]
+    engram = json.loads((converged / "engram" / ".sparkfold-weights.json").read_text())
+    assert engram["commit"] == fixtures.ORIGINAL_PIN
+    assert engram["selection"]["allow_patterns"] == ENGRAM_FILES
+
+
+def test_full_pin_converges_without_the_hub(converged):
+    result = run(converged, closed_port_url(), fixtures.QUANT_PIN)
+    assert recap(result.stdout) == {"ok": recap(result.stdout)["ok"], "changed": 0, "failed": 0}
+    said = [line for line in result.stdout.splitlines() if "no Hub access needed" in line]
+    # the model and the Engram tables
+    assert len(said) == 2, result.stdout[-4000:]
+    assert f"{fixtures.QUANT}@{fixtures.QUANT_PIN} is complete in {converged / 'store'}" in result.stdout
+
+
+def test_incomplete_store_without_the_hub_says_what_is_missing(converged):
+    shard = converged / "store" / "model-00002-of-00003.safetensors"
+    shard.rename(converged / "moved-away")
+    try:
+        result = run(converged, closed_port_url(), fixtures.QUANT_PIN, check=False)
+    finally:
+        (converged / "moved-away").rename(shard)
+    assert result.returncode != 0
+    assert "needs the Hub because store_verify found it incomplete" in result.stdout
+    assert "model-00002-of-00003.safetensors" in result.stdout
+    assert "could not reach the Hub" in result.stdout
+    assert "To go on: make the Hub" in result.stdout
+
+
+def test_tag_pin_without_the_hub_names_the_commit_to_pin(converged):
+    result = run(converged, closed_port_url(), "v1.0", check=False)
+    assert result.returncode != 0
+    text = " ".join(result.stdout.split())
+    assert "the pin v1.0 is a branch or tag, not a full commit" in text
+    assert f"pin weights_revision (recipe_overrides.weights.revision) to its full commit {fixtures.QUANT_PIN}" in text
+
+
+def test_tag_pin_is_resolved_once_and_nothing_fetched(converged, hub):
+    hub_server = hub
+    hub_server.reset()
+    result = run(converged, hub_server.url, "v1.0")
+    assert recap(result.stdout)["changed"] == 0
+    # hub_revision's lookup of the tag, and no second or third lookup (download, tokenizer) of its commit
+    assert revision_lookups(hub_server, fixtures.QUANT) == [f"/api/models/{fixtures.QUANT}/revision/v1.0"]
+    assert not [path for _method, path in hub_server.requests if "/resolve/" in path]
+    # the Engram tables, pinned to a full commit they hold, never asked the Hub
+    assert revision_lookups(hub_server, fixtures.ORIGINAL) == []
+    assert "which " + str(converged / "store") + " holds complete" in " ".join(result.stdout.split())
