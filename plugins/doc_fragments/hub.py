@@ -46,3 +46,23 @@ options:
     default: model
     choices: [model, dataset, space]
 """
+
+    # connect_timeout and read_timeout: module_utils/hub_timeouts.py HUB_TIMEOUT_ARG_SPEC, applied to
+    # every Hub call by hub_client (which uses their defaults in modules without these options).
+    TIMEOUTS = r"""
+options:
+  connect_timeout:
+    description:
+      - Seconds to wait for a connection (TCP and TLS) to the Hub, its CDN or a proxy before the module gives up,
+        for every call to the Hub.
+      - The failure says which host did not answer and how long the module waited, with kind V(timeout).
+    type: float
+    default: 10
+  read_timeout:
+    description:
+      - Seconds to wait for an answer, or for the next bytes of one, on an open connection to the Hub or its CDN,
+        for every call to the Hub. A Hub or proxy that accepts the connection and never answers fails the task
+        after this long instead of hanging it.
+    type: float
+    default: 60
+"""

@@ -30,13 +30,22 @@ Each engine sizes its KV cache its own way, so the recipe names its ``model``:
 from __future__ import annotations
 
 import math
-import re
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
-
-GIB = 1024 ** 3
-KIB = 1024
+from ansible_collections.sparkfold.cluster.plugins.module_utils.capacity_inputs import (
+    GIB,
+    KIB,
+    CapacityError,
+    is_given,
+    kv_bytes_per_token,
+    kv_pool,
+    memory_inputs,
+    optional_count,
+    required,
+    to_count,
+    to_number,
+)
 
 # Zig engine: the measured pool cost (3.37 GB at 262,144 positions, four slots and the drafter),
 # TF_DS_STREAMS' default and range, TF_DS_ROUND_ROWS' default and range.
@@ -63,61 +72,6 @@ _MODEL_WORDS = {
     'token-pool': "the Python engine's TF_DSV41_POOL_TOKENS: pool >= slots x window + reply",
 }
 
-_NUMBER_RE = re.compile(r'^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)$')
-# What Ansible puts in place of `omit` when it is used inside a dict rather than as a module option.
-_OMIT_PREFIX = '__omit_place_holder__'
-
-
-def _number(value, what):
-    """Return value as int or float; accept numbers and decimal strings, never bools."""
-    if isinstance(value, bool):
-        raise AnsibleFilterError(f'capacity_plan: {what} must be a number, got boolean {value}')
-    if isinstance(value, (int, float)):
-        number = value
-    elif isinstance(value, str) and _NUMBER_RE.match(value.strip()):
-        text = value.strip()
-        number = float(text) if '.' in text else int(text)
-    else:
-        raise AnsibleFilterError(f"capacity_plan: {what} must be a number, got '{to_text(value)}'")
-    if isinstance(number, float) and not math.isfinite(number):
-        raise AnsibleFilterError(f'capacity_plan: {what} must be a finite number, got {number}')
-    if number < 0:
-        raise AnsibleFilterError(f'capacity_plan: {what} must be >= 0, got {number}')
-    return number
-
-
-def _count(value, what, minimum=0):
-    """Return value as a whole number >= minimum (an integral float such as 4.0 is accepted)."""
-    number = _number(value, what)
-    if isinstance(number, float):
-        if not number.is_integer():
-            raise AnsibleFilterError(f'capacity_plan: {what} must be a whole number, got {number}')
-        number = int(number)
-    if number < minimum:
-        raise AnsibleFilterError(f'capacity_plan: {what} must be >= {minimum}, got {number}')
-    return number
-
-
-def _present(recipe, key):
-    """A key is given unless it is absent, None, blank, or Ansible's omit placeholder."""
-    value = recipe.get(key)
-    if value is None:
-        return False
-    if isinstance(value, str):
-        text = value.strip()
-        return bool(text) and not text.startswith(_OMIT_PREFIX)
-    return True
-
-
-def _required(recipe, key):
-    if not _present(recipe, key):
-        raise AnsibleFilterError(f'capacity_plan: {key} is missing')
-    return recipe[key]
-
-
-def _optional_count(recipe, key, default=0, minimum=0):
-    return _count(recipe[key], key, minimum) if _present(recipe, key) else default
-
 
 def _decimals(value):
     """A size with 1-2 decimals: 2.5, 3.4, 1.95, 121.0."""
@@ -141,31 +95,21 @@ def _plural(count, word):
 
 
 def _model(recipe):
-    if not _present(recipe, 'model'):
-        raise AnsibleFilterError(
-            'capacity_plan: model is missing: give one of '
+    if not is_given(recipe, 'model'):
+        raise CapacityError(
+            'model is missing: give one of '
             + '; '.join(f'{name} ({words})' for name, words in _MODEL_WORDS.items()))
     model = to_text(recipe['model']).strip()
     if model not in INPUTS:
-        raise AnsibleFilterError(f"capacity_plan: model '{model}' is not one of {', '.join(MODELS)}")
+        raise CapacityError(f"model '{model}' is not one of {', '.join(MODELS)}")
     unknown = sorted(key for key in recipe if key != 'model' and key not in _ALL_INPUTS)
     if unknown:
-        raise AnsibleFilterError(
-            f"capacity_plan: no capacity model takes {', '.join(unknown)}; "
+        raise CapacityError(
+            f"no capacity model takes {', '.join(unknown)}; "
             f"the inputs of {model} are {', '.join(INPUTS[model])}")
     # The inputs of the other models are left alone, so one set of facts can feed every model.
-    ignored = sorted(key for key in recipe if key != 'model' and key not in INPUTS[model] and _present(recipe, key))
+    ignored = sorted(key for key in recipe if key != 'model' and key not in INPUTS[model] and is_given(recipe, key))
     return model, ignored
-
-
-def _memory(recipe):
-    """(weights, engram, node memory, floor) in bytes."""
-    return (
-        _count(_required(recipe, 'weights_bytes_per_node'), 'weights_bytes_per_node'),
-        _optional_count(recipe, 'engram_bytes_per_node'),
-        _count(_required(recipe, 'node_memory_bytes'), 'node_memory_bytes', minimum=1),
-        _optional_count(recipe, 'memory_floor_bytes'),
-    )
 
 
 def _memory_line(parts):
@@ -183,10 +127,11 @@ def _memory_problem(parts, node_memory):
             f'({total - node_memory:,} bytes)')
 
 
-def _memory_fields(weights, engram, pool_bytes, floor, node_memory):
-    """The result's memory figures, the same for every model."""
+def _memory_fields(weights, engram, pool_bytes, floor, node_memory, prefill=0):
+    """The result's memory figures, the same for every model (prefill: what a long prefill takes beyond the pool)."""
     used = weights + engram + pool_bytes
-    return {'memory_used_bytes': used, 'memory_needed_bytes': used + floor, 'memory_left_bytes': node_memory - used}
+    return {'memory_used_bytes': used, 'memory_needed_bytes': used + prefill + floor,
+            'memory_left_bytes': node_memory - used}
 
 
 def _memory_summary(parts, node_memory):
@@ -196,58 +141,24 @@ def _memory_summary(parts, node_memory):
     return f'{line} exceeds {_gib(node_memory)} node memory by {_gib(total - node_memory)}'
 
 
-def _kv_bytes_per_token(recipe):
-    has_bytes = _present(recipe, 'kv_bytes_per_token')
-    has_kib = _present(recipe, 'kv_kib_per_token')
-    if has_bytes and has_kib:
-        raise AnsibleFilterError(
-            'capacity_plan: give kv_bytes_per_token or kv_kib_per_token, not both')
-    if has_bytes:
-        kv = _number(recipe['kv_bytes_per_token'], 'kv_bytes_per_token')
-    elif has_kib:
-        kv = _number(recipe['kv_kib_per_token'], 'kv_kib_per_token') * KIB
-    else:
-        raise AnsibleFilterError(
-            'capacity_plan: kv_bytes_per_token (or kv_kib_per_token) is missing')
-    if kv <= 0:
-        raise AnsibleFilterError(f'capacity_plan: the KV cache cost per token must be > 0, got {kv}')
-    return kv
-
-
-def _pool(recipe, kv):
-    """(pool_tokens, pool_bytes) from pool_tokens or pool_gib."""
-    has_tokens = _present(recipe, 'pool_tokens')
-    has_gib = _present(recipe, 'pool_gib')
-    if has_tokens and has_gib:
-        raise AnsibleFilterError('capacity_plan: give pool_tokens or pool_gib, not both')
-    if has_tokens:
-        tokens = _count(recipe['pool_tokens'], 'pool_tokens')
-        return tokens, math.ceil(tokens * kv)
-    if has_gib:
-        pool_bytes = round(_number(recipe['pool_gib'], 'pool_gib') * GIB)
-        # A token either fits in the pool or it does not: round the token count down.
-        return int(pool_bytes // kv), pool_bytes
-    raise AnsibleFilterError('capacity_plan: the KV pool size is missing: give pool_tokens or pool_gib')
-
-
 def _bytes_per_position(recipe):
     """(a function: positions -> pool bytes, bytes per position) of the Zig engine's pool."""
-    has_rate = _present(recipe, 'bytes_per_position')
-    measured = [key for key in ('measured_bytes', 'measured_positions') if _present(recipe, key)]
+    has_rate = is_given(recipe, 'bytes_per_position')
+    measured = [key for key in ('measured_bytes', 'measured_positions') if is_given(recipe, key)]
     if has_rate and measured:
-        raise AnsibleFilterError(
-            'capacity_plan: give bytes_per_position or measured_bytes and measured_positions, not both')
+        raise CapacityError(
+            'give bytes_per_position or measured_bytes and measured_positions, not both')
     if has_rate:
-        rate = _number(recipe['bytes_per_position'], 'bytes_per_position')
+        rate = to_number(recipe['bytes_per_position'], 'bytes_per_position')
         if rate <= 0:
-            raise AnsibleFilterError(f'capacity_plan: bytes_per_position must be > 0, got {rate}')
+            raise CapacityError(f'bytes_per_position must be > 0, got {rate}')
         return (lambda positions: math.ceil(positions * rate)), rate
     if len(measured) == 1:
         other = 'measured_positions' if measured[0] == 'measured_bytes' else 'measured_bytes'
-        raise AnsibleFilterError(f'capacity_plan: {measured[0]} is given without {other}')
+        raise CapacityError(f'{measured[0]} is given without {other}')
     if measured:
-        num = _count(recipe['measured_bytes'], 'measured_bytes', minimum=1)
-        den = _count(recipe['measured_positions'], 'measured_positions', minimum=1)
+        num = to_count(recipe['measured_bytes'], 'measured_bytes', minimum=1)
+        den = to_count(recipe['measured_positions'], 'measured_positions', minimum=1)
     else:
         num, den = ZIG_MEASURED_BYTES, ZIG_MEASURED_POSITIONS
     # Whole numbers: exact, rounded up to a whole byte.
@@ -256,20 +167,20 @@ def _bytes_per_position(recipe):
 
 def _zig_pool(recipe):
     """TensorFold's Zig engine: --context positions shared by the streams; weights + pool + floor <= node."""
-    context = _count(_required(recipe, 'context'), 'context', minimum=1)
-    slots = _count(_required(recipe, 'slots'), 'slots', minimum=1)
-    streams = _optional_count(recipe, 'streams', ZIG_STREAMS_DEFAULT, minimum=1)
+    context = to_count(required(recipe, 'context'), 'context', minimum=1)
+    slots = to_count(required(recipe, 'slots'), 'slots', minimum=1)
+    streams = optional_count(recipe, 'streams', ZIG_STREAMS_DEFAULT, minimum=1)
     if streams > ZIG_STREAMS_MAX:
-        raise AnsibleFilterError(
-            f'capacity_plan: streams (TF_DS_STREAMS) is the pool\'s streams, 1 .. {ZIG_STREAMS_MAX}; got {streams}')
-    rows = _optional_count(recipe, 'round_rows', ZIG_ROUND_ROWS_DEFAULT)
+        raise CapacityError(
+            f'streams (TF_DS_STREAMS) is the pool\'s streams, 1 .. {ZIG_STREAMS_MAX}; got {streams}')
+    rows = optional_count(recipe, 'round_rows', ZIG_ROUND_ROWS_DEFAULT)
     low, high = ZIG_ROUND_ROWS_RANGE
     if not low <= rows <= high:
-        raise AnsibleFilterError(
-            f'capacity_plan: round_rows (TF_DS_ROUND_ROWS) is a round\'s rows at most, {low} .. {high}; got {rows}')
-    reply = _optional_count(recipe, 'reply_tokens')
+        raise CapacityError(
+            f'round_rows (TF_DS_ROUND_ROWS) is a round\'s rows at most, {low} .. {high}; got {rows}')
+    reply = optional_count(recipe, 'reply_tokens')
     pool_bytes_of, rate = _bytes_per_position(recipe)
-    weights, engram, node_memory, floor = _memory(recipe)
+    weights, engram, node_memory, floor = memory_inputs(recipe)
     pool_bytes = pool_bytes_of(context)
 
     problems = []
@@ -308,12 +219,12 @@ def _zig_pool(recipe):
 
 def _kv_per_token(recipe):
     """The vLLM overlay: one max_model_len sequence fits the pool; weights + pool + prefill + floor <= node."""
-    kv = _kv_bytes_per_token(recipe)
-    pool_tokens, pool_bytes = _pool(recipe, kv)
-    max_model_len = _count(_required(recipe, 'max_model_len'), 'max_model_len', minimum=1)
-    max_num_seqs = _optional_count(recipe, 'max_num_seqs', 1, minimum=1)
-    prefill = _optional_count(recipe, 'prefill_floor_bytes')
-    weights, engram, node_memory, floor = _memory(recipe)
+    kv = kv_bytes_per_token(recipe)
+    pool_tokens, pool_bytes = kv_pool(recipe, kv)
+    max_model_len = to_count(required(recipe, 'max_model_len'), 'max_model_len', minimum=1)
+    max_num_seqs = optional_count(recipe, 'max_num_seqs', 1, minimum=1)
+    prefill = optional_count(recipe, 'prefill_floor_bytes')
+    weights, engram, node_memory, floor = memory_inputs(recipe)
     needed_pool_bytes = math.ceil(max_model_len * kv)
 
     problems = []
@@ -340,9 +251,7 @@ def _kv_per_token(recipe):
         'needed_pool_bytes': needed_pool_bytes,
         'full_sequences': full,
         'max_num_seqs': max_num_seqs,
-        'memory_used_bytes': weights + engram + pool_bytes,
-        'memory_needed_bytes': weights + engram + pool_bytes + prefill + floor,
-        'memory_left_bytes': node_memory - (weights + engram + pool_bytes),
+        **_memory_fields(weights, engram, pool_bytes, floor, node_memory, prefill),
     }
 
 
@@ -355,13 +264,13 @@ def _token_pool(recipe):
     the rule's tokens therefore always fits, and the published pools are whole pages anyway
     (614,400 = 2,400 x 256; 1,638,400 = 6,400 x 256).
     """
-    kv = _kv_bytes_per_token(recipe)
-    pool_tokens, pool_bytes = _pool(recipe, kv)
-    slots = _count(_required(recipe, 'slots'), 'slots', minimum=1)
-    context = _count(_required(recipe, 'context'), 'context', minimum=1)
-    reply = _optional_count(recipe, 'reply_tokens')
-    page_tokens = _optional_count(recipe, 'page_tokens', None, minimum=1)
-    weights, engram, node_memory, floor = _memory(recipe)
+    kv = kv_bytes_per_token(recipe)
+    pool_tokens, pool_bytes = kv_pool(recipe, kv)
+    slots = to_count(required(recipe, 'slots'), 'slots', minimum=1)
+    context = to_count(required(recipe, 'context'), 'context', minimum=1)
+    reply = optional_count(recipe, 'reply_tokens')
+    page_tokens = optional_count(recipe, 'page_tokens', None, minimum=1)
+    weights, engram, node_memory, floor = memory_inputs(recipe)
 
     needed_tokens = slots * context + reply
     needed_pool_bytes = math.ceil(needed_tokens * kv)
@@ -412,8 +321,11 @@ def capacity_plan(recipe, fail=True):
     """Check a recipe by the capacity model of its engine (recipe['model']); see capacity_plan.yml."""
     if not isinstance(recipe, dict):
         raise AnsibleFilterError(f'capacity_plan: expected a recipe dict, got {type(recipe).__name__}')
-    model, ignored = _model(recipe)
-    problems, summary, figures = _PLANS[model](recipe)
+    try:
+        model, ignored = _model(recipe)
+        problems, summary, figures = _PLANS[model](recipe)
+    except CapacityError as exc:
+        raise AnsibleFilterError(f'capacity_plan: {exc}') from exc
     if problems and fail:
         raise AnsibleFilterError(
             f'capacity_plan: the recipe does not fit ({model}): ' + '; and '.join(problems))

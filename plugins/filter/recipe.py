@@ -16,7 +16,7 @@ from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
 
 FLAVOURS = ('dsv41-zig',)
-# The roles start followers first, then rank 0 (roles/engine/tasks/ranks.yml); no other order is built yet.
+# The roles start followers first, then rank 0 (roles/engine_service/tasks/ranks.yml); no other order is built yet.
 ORDERS = ('followers_first',)
 CAPACITY_MODELS = ('zig-pool', 'kv-per-token', 'token-pool')
 _SHA_RE = re.compile(r'^[0-9a-f]{40}$')

@@ -9,17 +9,14 @@ forever. A stream may also be given a total ``deadline``.
 
 Errors:
 
-- No answer at all raises :class:`EngineError`: ``kind`` "refused" (nothing listens, or the host
-  cannot be reached), "timeout" (no byte for ``timeout`` seconds) or "protocol" (the peer closed
-  the connection or spoke something that is not HTTP).
+- No answer at all raises :class:`EngineError` (engine_errors): ``kind`` "refused" (nothing listens,
+  or the host cannot be reached), "timeout" (no byte for ``timeout`` seconds) or "protocol" (the peer
+  closed the connection or spoke something that is not HTTP).
 - An HTTP error status is returned as a :class:`Response` (``request``, ``health``) or in
   ``StreamResult.status``/``error`` (the stream calls); only the helpers that need a 200
   (``models``, ``tokenize``) raise ``EngineError`` of kind "http".
 - Once a stream is under way, a timeout, a closed connection or an error event ends it: the
-  figures gathered so far are kept and ``StreamResult.error`` says what happened.
-
-The timing figures follow the bench definitions: TTFT = first content chunk - request sent;
-decode tok/s = (n - 1) / (t_last - t_first) with n the completion tokens.
+  figures gathered so far are kept and ``StreamResult.error`` says what happened (engine_stream).
 """
 
 from __future__ import annotations
@@ -30,7 +27,8 @@ import socket
 import time
 from urllib.parse import urlsplit
 
-KINDS = ("refused", "timeout", "http", "protocol")
+from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_errors import EngineError, error_message
+from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_stream import StreamResult, read_sse
 
 # The options through which a module reaches the engine (doc fragment sparkfold.cluster.engine).
 ENGINE_ENDPOINT_ARG_SPEC = {
@@ -38,24 +36,6 @@ ENGINE_ENDPOINT_ARG_SPEC = {
     "api_key": {"type": "str", "no_log": True},
 }
 NO_TOKENIZE = (404, 405, 501)
-
-
-class EngineError(Exception):
-    """The engine could not be asked, or answered in a way that cannot be used.
-
-    ``kind`` is one of "refused", "timeout", "http", "protocol"; ``status`` the HTTP status when
-    there was one; ``body`` the response body (text) when there was one.
-    """
-
-    def __init__(self, message, kind, status=None, body=None):
-        super().__init__(message)
-        self.message = message
-        self.kind = kind
-        self.status = status
-        self.body = body
-
-    def __str__(self):
-        return self.message
 
 
 class Response:
@@ -76,112 +56,6 @@ class Response:
 
     def __repr__(self):
         return f"Response(status={self.status}, text={self.text[:80]!r})"
-
-
-class StreamResult:
-    """What one streamed request gave back, with the arrival times of its chunks (time.monotonic()).
-
-    A content-bearing chunk is one with text: ``delta.content`` (chat), ``text`` (completions), or
-    thinking (``delta.reasoning_content`` / ``delta.reasoning``, kept apart in ``reasoning``), so a
-    thinking model's TTFT and decode speed count its thinking tokens as the engine produces them.
-    """
-
-    __slots__ = (
-        "body",
-        "chunks",
-        "done",
-        "error",
-        "finish_reason",
-        "prompt_tokens",
-        "reasoning",
-        "status",
-        "t_first",
-        "t_last",
-        "t_start",
-        "text",
-        "usage_completion_tokens",
-    )
-
-    def __init__(self, t_start):
-        self.status = None
-        self.text = ""
-        self.reasoning = ""  # thinking text (delta.reasoning_content / delta.reasoning), not part of text
-        self.t_start = t_start
-        self.t_first = None
-        self.t_last = None
-        self.chunks = 0
-        self.usage_completion_tokens = None
-        self.prompt_tokens = None
-        self.finish_reason = None
-        self.error = None
-        self.done = False  # `data: [DONE]` was seen
-        self.body = None  # the body of a non-200 answer
-
-    @property
-    def completion_tokens(self):
-        """The server's usage figure when it sent one, else the number of content chunks."""
-        if self.usage_completion_tokens is not None:
-            return self.usage_completion_tokens
-        return self.chunks
-
-    @property
-    def ttft_s(self):
-        """Seconds from sending the request to the first content chunk; None without content."""
-        if self.t_first is None:
-            return None
-        return self.t_first - self.t_start
-
-    @property
-    def decode_tok_s(self):
-        """(n - 1) / (t_last - t_first); None when n < 2 or the span is 0."""
-        n = self.completion_tokens
-        if n is None or n < 2 or self.t_first is None or self.t_last is None:
-            return None
-        span = self.t_last - self.t_first
-        if span <= 0:
-            return None
-        return (n - 1) / span
-
-    @property
-    def ok(self):
-        return self.status == 200 and self.error is None
-
-    def as_dict(self):
-        return {
-            "status": self.status,
-            "text": self.text,
-            "chunks": self.chunks,
-            "completion_tokens": self.completion_tokens,
-            "prompt_tokens": self.prompt_tokens,
-            "finish_reason": self.finish_reason,
-            "ttft_s": self.ttft_s,
-            "decode_tok_s": self.decode_tok_s,
-            "error": self.error,
-        }
-
-    def __repr__(self):
-        return (f"StreamResult(status={self.status}, chunks={self.chunks}, finish_reason={self.finish_reason!r}, "
-                f"error={self.error!r}, text={self.text[:60]!r})")
-
-
-def error_message(text):
-    """The message of an OpenAI- or llama.cpp-shaped error body, else the text itself (shortened)."""
-    try:
-        data = json.loads(text)
-    except (TypeError, ValueError):
-        data = None
-    if isinstance(data, dict):
-        err = data.get("error")
-        if isinstance(err, dict) and err.get("message"):
-            return str(err["message"])
-        if isinstance(err, str) and err:
-            return err
-        if data.get("message"):
-            return str(data["message"])
-        if data.get("detail"):
-            return str(data["detail"])
-    text = (text or "").strip()
-    return text[:300] if text else "(empty body)"
 
 
 # TensorFold's /health with --parallel: "A `--parallel` server adds `streams` (decoding, prefilling and the
@@ -253,6 +127,20 @@ class EngineClient:
             headers["Authorization"] = f"Bearer {self.api_key}"
         return headers
 
+    def _with_model(self, body):
+        """``body`` with this client's ``model`` added, when it has one (every request that names a model)."""
+        if self.model:
+            body["model"] = self.model
+        return body
+
+    @staticmethod
+    def _ok(resp, method, path):
+        """``resp`` when its status is 200; else EngineError kind "http" with the error the body gives."""
+        if resp.status != 200:
+            raise EngineError(f"{method} {path} answered {resp.status}: {error_message(resp.text)}", "http",
+                              resp.status, resp.text)
+        return resp
+
     def _fail(self, exc, method, path, phase):
         """EngineError for a socket-level failure ``exc`` during ``phase`` (connect/send/read)."""
         where = f"{method} {path} on {self.address}"
@@ -311,11 +199,7 @@ class EngineClient:
 
     def models(self):
         """Model ids from GET /v1/models; EngineError kind "http" on a non-200 status."""
-        resp = self.request("GET", "/v1/models")
-        if resp.status != 200:
-            raise EngineError(
-                f"GET /v1/models answered {resp.status}: {error_message(resp.text)}", "http", resp.status, resp.text
-            )
+        resp = self._ok(self.request("GET", "/v1/models"), "GET", "/v1/models")
         data = resp.json.get("data") if isinstance(resp.json, dict) else None
         if not isinstance(data, list):
             raise EngineError(
@@ -341,21 +225,14 @@ class EngineClient:
         if self._tokenize_field == "content":
             resp = self.request("POST", "/tokenize", {"content": text})
         else:
-            body = {"prompt": text}
-            if self.model:
-                body["model"] = self.model
-            resp = self.request("POST", "/tokenize", body)
+            resp = self.request("POST", "/tokenize", self._with_model({"prompt": text}))
             if resp.status in (400, 422) or (text and resp.status == 200 and _llama_cpp_ignored_prompt(resp.json)):
                 resp = self.request("POST", "/tokenize", {"content": text})
                 if resp.status == 200:
                     self._tokenize_field = "content"
         if resp.status in NO_TOKENIZE:
             return None
-        if resp.status != 200:
-            raise EngineError(
-                f"POST /tokenize answered {resp.status}: {error_message(resp.text)}", "http", resp.status, resp.text
-            )
-        data = resp.json if isinstance(resp.json, dict) else {}
+        data = self._ok(resp, "POST", "/tokenize").json if isinstance(resp.json, dict) else {}
         count = data.get("count")
         if isinstance(count, int) and not isinstance(count, bool):
             return count
@@ -366,9 +243,7 @@ class EngineClient:
 
     # --- streams ----------------------------------------------------------------------------
     def _body(self, base, max_tokens, temperature, extra):
-        body = dict(base)
-        if self.model:
-            body["model"] = self.model
+        body = self._with_model(dict(base))
         body["max_tokens"] = int(max_tokens)
         body["temperature"] = temperature
         body["stream"] = True
@@ -381,6 +256,10 @@ class EngineClient:
         """POST /v1/chat/completions with stream=true; a StreamResult (content of choices[0].delta)."""
         body = self._body({"messages": list(messages)}, max_tokens, temperature, extra)
         return self._stream("/v1/chat/completions", body, chat=True, deadline=deadline)
+
+    def ask(self, text, max_tokens, temperature=0.0, extra=None, deadline=None):
+        """``stream_chat`` of one user message, ``text``: the request of every check and measurement."""
+        return self.stream_chat([{"role": "user", "content": text}], max_tokens, temperature, extra, deadline)
 
     def stream_completion(self, prompt, max_tokens, temperature=0.0, extra=None, deadline=None):
         """POST /v1/completions with stream=true; a StreamResult (choices[0].text)."""
@@ -401,81 +280,7 @@ class EngineClient:
                 result.body = text
                 result.error = f"POST {path} answered {resp.status}: {error_message(text)}"
                 return result
-            self._read_sse(resp, result, chat, path, deadline)
+            read_sse(resp, result, chat, path, deadline, self.timeout)
         finally:
             conn.close()
         return result
-
-    def _read_sse(self, resp, result, chat, path, deadline):
-        readline = resp.readline
-        monotonic = time.monotonic
-        loads = json.loads
-        end = None if deadline is None else result.t_start + deadline
-        text_parts = []
-        reasoning_parts = []
-        key = "delta" if chat else None
-        try:
-            while True:
-                line = readline()
-                if not line:
-                    if not result.done and result.error is None:
-                        result.error = (f"the stream of POST {path} ended before 'data: [DONE]' "
-                                        f"after {result.chunks} content chunks")
-                    break
-                if end is not None and monotonic() > end:
-                    result.error = f"the stream of POST {path} ran past its deadline of {deadline:g} s"
-                    break
-                if not line.startswith(b"data:"):
-                    continue  # blank lines, ": comments", event:/id:/retry: fields
-                data = line[5:].strip()
-                if data == b"[DONE]":
-                    result.done = True
-                    break
-                if not data:
-                    continue
-                try:
-                    event = loads(data)
-                except ValueError:
-                    result.error = f"the stream of POST {path} sent a line that is not JSON: {data[:120]!r}"
-                    break
-                if not isinstance(event, dict):
-                    continue
-                if "error" in event:
-                    result.error = f"the engine reported an error mid-stream: {error_message(json.dumps(event))}"
-                    break
-                choices = event.get("choices")
-                if choices:
-                    choice = choices[0]
-                    thought = None
-                    if key:
-                        delta = choice.get("delta") or {}
-                        piece = delta.get("content")
-                        thought = delta.get("reasoning_content") or delta.get("reasoning")
-                    else:
-                        piece = choice.get("text")
-                    if piece or thought:
-                        now = monotonic()
-                        if result.t_first is None:
-                            result.t_first = now
-                        result.t_last = now
-                        result.chunks += 1
-                        if piece:
-                            text_parts.append(piece)
-                        if thought:
-                            reasoning_parts.append(thought)
-                    reason = choice.get("finish_reason")
-                    if reason:
-                        result.finish_reason = reason
-                usage = event.get("usage")
-                if usage:
-                    if isinstance(usage.get("completion_tokens"), int):
-                        result.usage_completion_tokens = usage["completion_tokens"]
-                    if isinstance(usage.get("prompt_tokens"), int):
-                        result.prompt_tokens = usage["prompt_tokens"]
-        except (socket.timeout, TimeoutError):
-            result.error = (f"timeout: the stream of POST {path} sent nothing for {self.timeout:g} s "
-                            f"after {result.chunks} content chunks")
-        except (OSError, http.client.HTTPException) as exc:
-            result.error = f"the stream of POST {path} broke after {result.chunks} content chunks: {exc}"
-        result.text = "".join(text_parts)
-        result.reasoning = "".join(reasoning_parts)

@@ -11,13 +11,20 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
-import hashlib
 import os
 import re
 import traceback
 from datetime import datetime, timezone
 
 from ansible.module_utils.basic import missing_required_lib
+from ansible_collections.sparkfold.cluster.plugins.module_utils import manifest
+from ansible_collections.sparkfold.cluster.plugins.module_utils.hub_refs import describe_force_push, force_pushed
+from ansible_collections.sparkfold.cluster.plugins.module_utils.hub_timeouts import (
+    describe_timeout,
+    hub_timeouts,
+    is_timeout,
+    use_timeouts,
+)
 
 try:
     from huggingface_hub import HfApi
@@ -30,6 +37,10 @@ except ImportError:  # pragma: no cover - exercised on hosts without the venv
     hf_errors = None
     HAS_HF = False
     HF_IMPORT_ERROR = traceback.format_exc()
+
+# The one file hasher is manifest.py's; tokenizer_pull takes these two from here.
+file_digests = manifest.file_digests
+content_matches = manifest.content_matches
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
@@ -88,7 +99,15 @@ def resolve_endpoint(endpoint=None, environ=None):
 
 
 def hub_client(params):
-    """Return (HfApi, endpoint, token) for the module parameters in HUB_COMMON_ARG_SPEC."""
+    """Return (HfApi, endpoint, token) for the module parameters in HUB_COMMON_ARG_SPEC.
+
+    Every Hub call of the process then times out as the connect_timeout and read_timeout parameters say
+    (module_utils/hub_timeouts.py HUB_TIMEOUT_ARG_SPEC; their defaults when the module has no such option).
+    """
+    try:
+        use_timeouts(hub_timeouts(params))
+    except ValueError as exc:
+        raise HubError(str(exc), kind="args") from None
     endpoint = resolve_endpoint(params.get("endpoint"))
     token = resolve_token(params.get("token"), params.get("token_file"))
     return HfApi(endpoint=endpoint, token=token if token else False), endpoint, token
@@ -100,6 +119,8 @@ def describe_hub_error(exc, repo_id, revision, endpoint, token):
     GatedRepoError is a subclass of RepositoryNotFoundError: it is tested first.
     """
     where = f"{repo_id} on {endpoint}"
+    if is_timeout(exc):
+        return HubError(describe_timeout(exc, f"asking the Hub at {endpoint} about {repo_id}"), kind="timeout")
     status = getattr(getattr(exc, "response", None), "status_code", None)
     if isinstance(exc, hf_errors.GatedRepoError):
         if token:
@@ -246,11 +267,13 @@ def _describe_ref(ref):
     return f"{ref['name']} at {short_sha(ref['commit'])} ({date}, \"{ref.get('title') or ''}\")"
 
 
-def missing_revision_error(api, repo_id, revision, repo_type, endpoint, fallback_branch="main"):
+def missing_revision_error(api, repo_id, revision, repo_type, endpoint, fallback_branch="main", remedy=None):
     """HubError for a revision the Hub does not have, naming what it has now and what to do.
 
+    remedy: the closing sentence for the module's own options; {pin} in it becomes " (for example
+    revision: <head of fallback_branch>)". Default: hub_revision's (pin a commit, or on_missing).
     details: refs (as list_refs, None when they could not be listed), squashed (the branch head of
-    super_squashed or None).
+    super_squashed or None), force_pushed (what force_pushed found, or None; never set with squashed).
     """
     where = f"{repo_id} on {endpoint}"
     histories = {}
@@ -263,6 +286,7 @@ def missing_revision_error(api, repo_id, revision, repo_type, endpoint, fallback
             kind="revision_not_found",
             refs=None,
             squashed=None,
+            force_pushed=None,
         )
     branches = "; ".join(_describe_ref(r) for r in refs["branches"]) or "none"
     tags = "; ".join(_describe_ref(r) for r in refs["tags"]) or "none"
@@ -271,12 +295,15 @@ def missing_revision_error(api, repo_id, revision, repo_type, endpoint, fallback
         f"downloaded). Branches now: {branches}. Tags now: {tags}."
     )
     squashed = super_squashed(refs, histories, fallback_branch)
+    forced = None if squashed else force_pushed(api, repo_id, repo_type, refs, histories, fallback_branch)
     if squashed:
         msg += (
             f" The history of {fallback_branch} looks super-squashed: it is a single commit titled "
             f"\"{squashed['title']}\", so older commits such as {revision} were removed from the Hub and will "
             "not come back."
         )
+    elif forced:
+        msg += describe_force_push(forced, revision)
     else:
         head = next((r for r in refs["branches"] if r["name"] == fallback_branch), None)
         if head is not None:
@@ -287,12 +314,14 @@ def missing_revision_error(api, repo_id, revision, repo_type, endpoint, fallback
             )
     fallback = next((r for r in refs["branches"] if r["name"] == fallback_branch), None)
     pin = f" (for example revision: {fallback['commit']}, the head of {fallback_branch})" if fallback else ""
-    msg += (
-        f" To go on, pin one of the commits above{pin} after checking its files, or set "
-        f"on_missing=branch_head_if_files_match with expected_files to accept the head of {fallback_branch} only "
-        "if its files match the ones you expect."
-    )
-    return HubError(msg, kind="revision_not_found", refs=refs, squashed=squashed)
+    if remedy is None:
+        remedy = (
+            " To go on, pin one of the commits above{pin} after checking its files, or set "
+            f"on_missing=branch_head_if_files_match with expected_files to accept the head of {fallback_branch} "
+            "only if its files match the ones you expect."
+        )
+    msg += remedy.replace("{pin}", pin)
+    return HubError(msg, kind="revision_not_found", refs=refs, squashed=squashed, force_pushed=forced)
 
 
 def _expand_short_sha(api, repo_id, prefix, repo_type):
@@ -375,25 +404,3 @@ def compare_manifest(files, expected, patterns=None):
         if path not in seen and any(fnmatch.fnmatchcase(path, p) for p in patterns):
             problems.append(f"{path} is not in expected_files")
     return problems
-
-
-def file_digests(path, chunk_size=1024 * 1024):
-    """(sha256, git blob id, size) of a local file, read once."""
-    size = os.stat(path).st_size
-    sha256 = hashlib.sha256()
-    blob = hashlib.sha1(f"blob {size}\0".encode("ascii"))  # git object id of the content
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(chunk_size), b""):
-            sha256.update(chunk)
-            blob.update(chunk)
-    return sha256.hexdigest(), blob.hexdigest(), size
-
-
-def content_matches(record, digests):
-    """Whether local digests (file_digests) are the content of a listed file (file_record)."""
-    sha256, blob_id, size = digests
-    if record.get("size") is not None and record["size"] != size:
-        return False
-    if record.get("sha256"):
-        return record["sha256"].lower() == sha256
-    return bool(record.get("blob_id")) and record["blob_id"].lower() == blob_id

@@ -100,15 +100,16 @@ def new_hasher(kind, size):
     raise ValueError(f"unknown hash kind {kind}")
 
 
-def hash_file(path, kind, size=None, chunk_size=HASH_CHUNK, on_bytes=None):
-    """Hash the file at ``path`` as ``kind`` (``sha256`` or ``blob_id``); return the hex digest.
+def digest_file(path, kinds, size=None, chunk_size=HASH_CHUNK, on_bytes=None):
+    """Hash the file at ``path`` once as every kind of ``kinds``; return ``{kind: hex digest}``.
 
-    ``on_bytes(n)`` is called after each chunk (progress reports). hashlib drops the GIL on large
-    buffers, so several threads hash several files in parallel.
+    The one file hasher of the collection (hub_snapshot, store_verify, tokenizer_pull). ``on_bytes(n)``
+    is called after each chunk (progress reports). hashlib drops the GIL on large buffers, so several
+    threads hash several files in parallel.
     """
     if size is None:
         size = os.path.getsize(path)
-    hasher = new_hasher(kind, size)
+    hashers = {kind: new_hasher(kind, size) for kind in kinds}
     buf = bytearray(chunk_size)
     view = memoryview(buf)
     with open(path, "rb", buffering=0) as handle:
@@ -116,10 +117,36 @@ def hash_file(path, kind, size=None, chunk_size=HASH_CHUNK, on_bytes=None):
             count = handle.readinto(buf)
             if not count:
                 break
-            hasher.update(view[:count])
+            for hasher in hashers.values():
+                hasher.update(view[:count])
             if on_bytes is not None:
                 on_bytes(count)
-    return hasher.hexdigest()
+    return {kind: hasher.hexdigest() for kind, hasher in hashers.items()}
+
+
+def hash_file(path, kind, size=None, chunk_size=HASH_CHUNK, on_bytes=None):
+    """Hash the file at ``path`` as ``kind`` (``sha256`` or ``blob_id``); return the hex digest."""
+    return digest_file(path, (kind,), size, chunk_size, on_bytes)[kind]
+
+
+def file_digests(path, chunk_size=HASH_CHUNK):
+    """(sha256, git blob id, size) of a local file, read once."""
+    size = os.stat(path).st_size
+    digests = digest_file(path, HASH_KINDS, size, chunk_size)
+    return digests["sha256"], digests["blob_id"], size
+
+
+def content_matches(record, digests):
+    """Whether local digests (file_digests) are the content of a listed file (hub.file_record).
+
+    The sha256 is compared when the record has one (LFS files), else the git blob id.
+    """
+    sha256, blob_id, size = digests
+    if record.get("size") is not None and record["size"] != size:
+        return False
+    if record.get("sha256"):
+        return record["sha256"].lower() == sha256
+    return bool(record.get("blob_id")) and record["blob_id"].lower() == blob_id
 
 
 def make_record(entry, st, verified_at):
@@ -146,12 +173,30 @@ def record_agrees(record, entry, st):
     return record.get("size") == entry["size"] == st.st_size and record.get("mtime_ns") == st.st_mtime_ns
 
 
+def record_holds_other(record, entry, st):
+    """Whether a record that still matches the file on disk (size, mtime) vouches for other content.
+
+    That is a file of another revision (same size, other hash): wrong whatever ``verify`` says, and
+    known to be so without reading it.
+    """
+    if record is None or st is None:
+        return False
+    if record.get("size") != st.st_size or record.get("mtime_ns") != st.st_mtime_ns:
+        return False
+    try:
+        (kind, digest), (want_kind, want) = expected_hash(record), expected_hash(entry)
+    except ValueError:
+        return False
+    return kind == want_kind and digest != want
+
+
 def classify(entry, st, is_regular, record, verify):
     """Plan state of one file of the selection: PRESENT, MISSING, BAD or UNCHECKED (hash it to tell).
 
     ``st`` is the os.lstat result or None when there is no such path; ``is_regular`` whether it is a
     regular file (a symlink, say into a Hub cache, is BAD: the store holds real files).
 
+    - a file whose record still matches it on disk but names another hash (another revision's file) is BAD;
     - verify ``none``: a regular file of the right size is PRESENT;
     - verify ``manifest``: PRESENT when the record agrees (size, mtime, hash); a file of the right size
       without an agreeing record is UNCHECKED (hashed once, then recorded);
@@ -160,6 +205,8 @@ def classify(entry, st, is_regular, record, verify):
     if st is None:
         return MISSING
     if not is_regular or st.st_size != entry["size"]:
+        return BAD
+    if record_holds_other(record, entry, st):
         return BAD
     if verify == "none":
         return PRESENT

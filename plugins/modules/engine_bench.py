@@ -26,7 +26,7 @@ description:
     cycle of up to 4 tokens) repeated O(garble_min_tokens) times, or one where a single token is half the output,
     counts as garbled."
   - "Needle test (O(needle_tokens)): passphrases planted at depths of a long prompt must all come back in order
-    (the smoke test's check, from the engine_checks module_utils)."
+    (the smoke test's check, from the engine_needle module_utils)."
   - "Prompt lengths are counted with the server's C(/tokenize) when it has one, else with O(tokenizer_path)
     (C(tokenizer.json)) when the python running the module has the C(tokenizers) package, else estimated at 4
     characters per token; C(token_counter) in RV(measurements) says which, and why the better ones were not used."
@@ -279,13 +279,14 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sparkfold.cluster.plugins.module_utils import engine_bench as eb
+from ansible_collections.sparkfold.cluster.plugins.module_utils import bench_setup
+from ansible_collections.sparkfold.cluster.plugins.module_utils.bench_figures import summary_lines
+from ansible_collections.sparkfold.cluster.plugins.module_utils.bench_prompts import TokenCounter
+from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_bench import run_phases
 from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_checks import engine_context
-from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_client import (
-    EngineClient,
-    EngineError,
-    error_message,
-)
+from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_client import EngineClient
+from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_errors import EngineError
+from ansible_collections.sparkfold.cluster.plugins.module_utils.progress_file import StepProgress
 
 
 def _positive(module, name, values):
@@ -294,83 +295,8 @@ def _positive(module, name, values):
         module.fail_json(msg=f"{name} must hold positive integers; got {bad}. Fix the value and run again.")
 
 
-def _steps(params):
-    phases = params["phases"]
-    total = 0
-    if "decode" in phases:
-        total += len(params["decode_cases"]) * params["decode_repeats"]
-    if "prefill" in phases:
-        total += len(params["prefill_tokens"])
-    if "concurrency" in phases:
-        total += len(params["concurrency_streams"])
-    if "needle" in phases:
-        total += 1
-    return total
-
-
-def _connect(module, client, wanted_model):
-    """Health and model list; fails the module when the server cannot be used at all."""
-    url = client.base_url
-    try:
-        health = client.health()
-        models = client.models()
-    except EngineError as exc:
-        if exc.kind == "refused":
-            module.fail_json(msg=f"nothing answers at {url} ({exc}): start the engine (sparkfold-engine.target) "
-                                 "and wait until it has loaded, or point url (bench_url) at the served endpoint")
-        if exc.kind == "http" and exc.status in (401, 403):
-            module.fail_json(msg=f"{url} refused the API key (GET /v1/models answered {exc.status}: "
-                                 f"{error_message(exc.body)}): set api_key (bench_api_key) to the engine's key")
-        module.fail_json(msg=f"cannot use the server at {url}: {exc}")
-    health_json = health.json if isinstance(health.json, dict) else None
-    if health.status != 200:
-        module.fail_json(msg=f"{url}/health answered {health.status} ({error_message(health.text)}): the engine is "
-                             "not healthy; look at its journal (journalctl -u 'sparkfold-engine*') before benchmarking")
-    if not models:
-        module.fail_json(msg=f"{url}/v1/models lists no model; the engine has not loaded one")
-    if wanted_model and wanted_model not in models:
-        module.fail_json(msg=f"{url} serves {', '.join(models)}, not {wanted_model}: set model (bench_served_name) "
-                             "to the engine's --name")
-    return health_json, models
-
-
 def main():
-    case_spec = {
-        "name": {"type": "str", "required": True},
-        "prompt": {"type": "str", "choices": ["prose", "code"], "default": "prose"},
-        "temperature": {"type": "float", "default": 0.0},
-        "thinking": {"type": "bool"},
-    }
-    module = AnsibleModule(
-        argument_spec={
-            "url": {"type": "str", "required": True},
-            "api_key": {"type": "str", "no_log": True},
-            "model": {"type": "str"},
-            "phases": {"type": "list", "elements": "str", "choices": list(eb.PHASES), "default": list(eb.PHASES)},
-            "decode_cases": {"type": "list", "elements": "dict", "options": case_spec,
-                             "default": [dict(c) for c in eb.DEFAULT_DECODE_CASES]},
-            "decode_repeats": {"type": "int", "default": 3},
-            "decode_max_tokens": {"type": "int", "no_log": False, "default": 512},
-            "thinking_key": {"type": "str", "default": "thinking", "no_log": False},
-            "extra_body": {"type": "dict", "default": {}},
-            "prefill_tokens": {"type": "list", "elements": "int", "no_log": False,
-                               "default": [4096, 8192, 16384, 32768, 65536, 131072, 262144]},
-            "prefill_max_tokens": {"type": "int", "no_log": False, "default": 4},
-            "token_counter": {"type": "str", "choices": ["auto", "server", "tokenizer", "estimate"], "default": "auto"},
-            "tokenizer_path": {"type": "path"},
-            "concurrency_streams": {"type": "list", "elements": "int", "default": [1, 2, 3, 4, 8, 16, 32, 64, 128]},
-            "concurrency_max_tokens": {"type": "int", "no_log": False, "default": 256},
-            "concurrency_temperature": {"type": "float", "default": 0.0},
-            "garble_min_tokens": {"type": "int", "no_log": False, "default": 16},
-            "needle_tokens": {"type": "int", "no_log": False, "default": 65536},
-            "needle_count": {"type": "int", "default": 3},
-            "needle_seed": {"type": "int", "default": 0},
-            "timeout_s": {"type": "float", "default": 900.0},
-            "request_timeout_s": {"type": "float", "default": 3600.0},
-            "progress_file": {"type": "path"},
-        },
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=bench_setup.ARGUMENT_SPEC, supports_check_mode=True)
     p = module.params
     for name in ("decode_repeats", "decode_max_tokens", "prefill_max_tokens", "concurrency_max_tokens",
                  "garble_min_tokens", "needle_tokens", "needle_count"):
@@ -388,9 +314,9 @@ def main():
 
     try:
         client = EngineClient(p["url"], api_key=p["api_key"], timeout=p["timeout_s"], model=p["model"])
+        health, models = bench_setup.connect(client, p["model"])
     except ValueError as exc:
         module.fail_json(msg=str(exc))
-    health, models = _connect(module, client, p["model"])
     model = p["model"] or models[0]
     client.model = model
     try:
@@ -399,19 +325,18 @@ def main():
         context = None
         module.warn(f"the server's context length could not be read ({exc}): no prompt is skipped for length")
 
-    phases = [ph for ph in eb.PHASES if ph in p["phases"]]
-    need_counter = "prefill" in phases or "needle" in phases
+    phases = [ph for ph in bench_setup.PHASES if ph in p["phases"]]
     counter = None
-    if need_counter:
+    if "prefill" in phases or "needle" in phases:
         try:
-            counter = eb.TokenCounter(client, p["token_counter"], p["tokenizer_path"])
+            counter = TokenCounter(client, p["token_counter"], p["tokenizer_path"])
         except ValueError as exc:
             module.fail_json(msg=f"token_counter={p['token_counter']} cannot be used: {exc}. Use token_counter=auto "
                                  "to fall back to the next method")
         if counter.method == "estimate":
             module.warn("prompt lengths are ESTIMATED (4 characters per token): " + "; ".join(counter.notes))
 
-    progress = eb.Progress(p["progress_file"], _steps(p))
+    progress = StepProgress(p["progress_file"], bench_setup.total_steps(p))
     started = time.time()
     results = {
         "schema": 1,
@@ -428,31 +353,13 @@ def main():
             "decode_repeats", "decode_max_tokens", "thinking_key", "prefill_tokens", "prefill_max_tokens",
             "concurrency_streams", "concurrency_max_tokens", "concurrency_temperature", "garble_min_tokens",
             "needle_tokens", "needle_count", "needle_seed")},
-        "decode": [], "prefill": [], "concurrency": [], "needle": None,
     }
-    deadline = p["request_timeout_s"]
-    common = {"extra_body": p["extra_body"], "deadline": deadline, "progress": progress}
-    if "decode" in phases:
-        results["decode"] = eb.run_decode(client, p["decode_cases"], p["decode_repeats"], p["decode_max_tokens"],
-                                          thinking_key=p["thinking_key"], garble_min_tokens=p["garble_min_tokens"],
-                                          **common)
-    if "prefill" in phases:
-        results["prefill"] = eb.run_prefill(client, counter, p["prefill_tokens"], p["prefill_max_tokens"],
-                                            context_length=context, **common)
-    if "concurrency" in phases:
-        results["concurrency"] = eb.run_concurrency(
-            client, p["concurrency_streams"], p["concurrency_max_tokens"], temperature=p["concurrency_temperature"],
-            thinking_key=p["thinking_key"], garble_min_tokens=p["garble_min_tokens"], **common)
-    if "needle" in phases:
-        results["needle"] = eb.run_needle(client, counter, p["needle_tokens"], count=p["needle_count"],
-                                          seed=p["needle_seed"], context_length=context,
-                                          thinking_key=p["thinking_key"], **common)
+    results.update(run_phases(client, p, phases, counter, context, progress))
     finished = time.time()
     results["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(finished))
     results["duration_s"] = round(finished - started, 3)
     progress.step("done", "")
-    summary = eb.summary_lines(results)
-    module.exit_json(changed=False, measurements=results, summary=summary,
+    module.exit_json(changed=False, measurements=results, summary=summary_lines(results),
                      msg=f"measured {', '.join(phases)} against {model} at {client.base_url} in "
                          f"{results['duration_s']:.0f} s")
 

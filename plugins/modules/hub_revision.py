@@ -21,7 +21,11 @@ description:
   - When the revision does not exist the module fails with a message that names the repo and the revision, lists
     the current branches and tags with their head commits (short sha, date, title), says whether the history of
     O(fallback_branch) looks super-squashed (a single commit whose title starts with C(Super-squash), which is what
-    removed the old commits) and what to do.
+    removed the old commits) or force-pushed (its oldest commit is younger than the repo, or it shares no commit with
+    a tag - the branch was replaced by unrelated commits), and what to do.
+  - A branch or a tag is resolved to its commit, and the module warns that it is not a pin (the next run may deploy
+    another commit), naming the variable to set to the returned commit (O(revision_variable)). A commit sha, full
+    or short, gives no warning.
   - With O(on_missing=branch_head_if_files_match) a missing revision is replaced by the head of O(fallback_branch),
     but only when that commit's files match O(expected_files). The result then says so in RV(policy_applied) and the
     module warns; it never falls back silently.
@@ -34,6 +38,12 @@ options:
       - A branch, a tag, a full (40 hex digits) or short commit sha.
     type: str
     default: main
+  revision_variable:
+    description:
+      - The name of the variable that O(revision) comes from (for example V(weights_revision)). When O(revision) is
+        a branch or a tag, the warning says to set it to the returned RV(commit).
+      - When not given, the warning names this task's O(revision).
+    type: str
   on_missing:
     description:
       - What to do when O(revision) does not exist on the Hub.
@@ -192,6 +202,25 @@ policy_applied:
     fallback_branch: main
     commit: 7a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b
     files_compared: 2
+squashed:
+  description:
+    - On a missing revision, the head of O(fallback_branch) (C(name), C(commit), C(date), C(title)) when its history
+      looks super-squashed, else null.
+  returned: failure
+  type: dict
+force_pushed:
+  description:
+    - On a missing revision, when the history of O(fallback_branch) looks force-pushed (and not super-squashed) -
+      C(branch), C(root) (C(commit), C(date), C(title) of its oldest commit), C(created_at) (when the repo was
+      created, set when that is the sign, else null) and C(unrelated_tags) (tags that share no commit with the
+      branch); else null.
+  returned: failure
+  type: dict
+  sample:
+    branch: main
+    root: {commit: 9c0e4b2a1d3f5e7a9b1c3d5e7f9a1b3c5d7e9f1a, date: "2026-02-01T00:00:00+00:00", title: Upload quant}
+    created_at: "2026-01-05T10:00:00+00:00"
+    unrelated_tags: [v1.0]
 hub_error:
   description:
     - On failure, the kind of Hub failure - V(revision_not_found), V(ambiguous_revision), V(repo_not_found), V(gated),
@@ -214,6 +243,7 @@ from ansible_collections.sparkfold.cluster.plugins.module_utils.hub import (
     resolve_revision,
     short_sha,
 )
+from ansible_collections.sparkfold.cluster.plugins.module_utils.hub_refs import check_pin
 
 MAX_LISTED_PROBLEMS = 20
 
@@ -234,12 +264,13 @@ def argument_spec():
             "required_one_of": [["sha256", "blob_id"]],
         },
         match_patterns={"type": "list", "elements": "str", "default": ["*"]},
+        revision_variable={"type": "str"},
     )
     return spec
 
 
 def fail(module, error):
-    details = {k: v for k, v in error.details.items() if k in ("refs", "squashed", "differences")}
+    details = {k: v for k, v in error.details.items() if k in ("refs", "squashed", "force_pushed", "differences")}
     module.fail_json(msg=error.msg, hub_error=error.kind, **details)
 
 
@@ -310,6 +341,12 @@ def main():
         fail(module, exc)
     except Exception as exc:  # list_refs after a successful resolve: still phrase it
         fail(module, describe_hub_error(exc, repo_id, revision, endpoint, token))
+
+    if policy is None:
+        variable = params["revision_variable"] or "this task's revision"
+        warning = check_pin(api, repo_id, revision, commit, variable, repo_type, refs)
+        if warning:
+            module.warn(warning)
 
     files = repo_files(info)
     module.exit_json(

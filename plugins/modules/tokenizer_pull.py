@@ -26,6 +26,9 @@ description:
     Hub's listing, and only then moved into place with an atomic rename; a failed run leaves no partial files.
   - When neither repo has the files of O(files) the module fails, naming both repos, their revisions and the files
     each lacks, before writing anything.
+  - A branch or a tag given as O(revision) or O(base_revision) is resolved to its commit, and the module warns that
+    it is not a pin (the next run may take other files), naming the variable to set to the commit it resolved to
+    (O(revision_variable), O(base_revision_variable)). A commit sha, full or short, gives no warning.
 author:
   - sparkfold developers (@sparkfold)
 options:
@@ -46,6 +49,11 @@ options:
         (and a missing one fails, as in M(sparkfold.cluster.hub_revision)), and files are taken from that commit.
     type: str
     default: main
+  revision_variable:
+    description:
+      - The name of the variable that O(revision) comes from, named in the warning when O(revision) is a branch or
+        a tag (set it to RV(model_commit)). When not given, the warning names this task's O(revision).
+    type: str
   base_repo_id:
     description:
       - The base model to take the tokenizer from when O(repo_id) lacks some of O(files).
@@ -57,6 +65,12 @@ options:
       - The revision of the base model. It is resolved to its commit, returned as RV(base_commit).
     type: str
     default: main
+  base_revision_variable:
+    description:
+      - The name of the variable that O(base_revision) comes from (for example V(weights_base_revision)), named in
+        the warning when O(base_revision) is a branch or a tag (set it to RV(base_commit)). When not given, the
+        warning names this task's O(base_revision).
+    type: str
   files:
     description:
       - The tokenizer files that must be in O(model_dir), as paths in the repo (and under O(model_dir)).
@@ -174,35 +188,24 @@ hub_error:
 """
 
 import os
-import posixpath
-import shutil
-import stat
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
-from ansible_collections.sparkfold.cluster.plugins.module_utils.hub import (
-    HubError,
-    content_matches,
-    describe_hub_error,
-    file_digests,
-    hub_client,
-    repo_files,
-    require_hf,
-    resolve_revision,
-    short_sha,
+from ansible_collections.sparkfold.cluster.plugins.module_utils.hub import HubError, hub_client, require_hf
+from ansible_collections.sparkfold.cluster.plugins.module_utils.hub_refs import check_pin
+from ansible_collections.sparkfold.cluster.plugins.module_utils.tokenizer import (
+    PullError,
+    check_paths,
+    choose_source,
+    describe_local,
+    diff_after,
+    file_results,
+    plan_files,
+    write_files,
 )
 
 DEFAULT_FILES = ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"]
 DEFAULT_OPTIONAL_FILES = ["chat_template.jinja", "chat_template.json", "tokenizer.model"]
-STAGING_PREFIX = ".tokenizer_pull."
-
-
-class PullError(Exception):
-    def __init__(self, msg, kind):
-        super().__init__(msg)
-        self.msg = msg
-        self.kind = kind
 
 
 def argument_spec():
@@ -210,8 +213,10 @@ def argument_spec():
         "model_dir": {"type": "path", "required": True},
         "repo_id": {"type": "str", "required": True},
         "revision": {"type": "str", "default": "main"},
+        "revision_variable": {"type": "str"},
         "base_repo_id": {"type": "str"},
         "base_revision": {"type": "str", "default": "main"},
+        "base_revision_variable": {"type": "str"},
         "token": {"type": "str", "no_log": True},
         "token_file": {"type": "path"},
         "endpoint": {"type": "str"},
@@ -220,70 +225,24 @@ def argument_spec():
     }
 
 
-def check_paths(option, paths):
-    """Repo paths must be relative and stay inside model_dir; return them normalized, without duplicates."""
-    result = []
-    for path in paths:
-        norm = posixpath.normpath(path) if path else ""
-        if not path or path.startswith("/") or norm == "." or norm.split("/")[0] == "..":
-            raise PullError(f"{option} entry {path!r} is not a relative path inside the repo", "options")
-        if norm not in result:
-            result.append(norm)
-    return result
+def fail(module, exc):
+    """fail_json for a PullError or HubError, with its kind as hub_error when it has one."""
+    module.fail_json(msg=exc.msg, **({"hub_error": exc.kind} if exc.kind else {}))
 
 
-def card_base_model(api, repo_id, commit, info):
-    """base_model from the model card: the Hub's parsed cardData, else the README's YAML header."""
-    card = getattr(info, "card_data", None)
-    base = getattr(card, "base_model", None) if card is not None else None
-    if base is None and any(s.rfilename == "README.md" for s in info.siblings or []):
-        from huggingface_hub.repocard import metadata_load
-
-        tmp = tempfile.mkdtemp(prefix="tokenizer_pull-card.")
-        try:
-            readme = api.hf_hub_download(repo_id, "README.md", revision=commit, local_dir=tmp)
-            base = (metadata_load(readme) or {}).get("base_model")
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    if isinstance(base, (list, tuple)):
-        return [b for b in base if b] or None
-    return [base] if base else None
-
-
-def local_state(dest, record):
-    """(action, local copy source or None, digests or None) for the file at dest against the listing record."""
-    if os.path.islink(dest):
-        target = os.path.realpath(dest)
-        if os.path.isfile(target):
-            digests = file_digests(target)
-            if content_matches(record, digests):
-                return "replace_symlink", target, digests
-        return "replace_symlink", None, None
-    if not os.path.lexists(dest):
-        return "create", None, None
-    if not stat.S_ISREG(os.lstat(dest).st_mode):
-        raise PullError(f"{dest} exists and is not a regular file or a symlink; move it away", "local")
-    digests = file_digests(dest)
-    return ("present" if content_matches(record, digests) else "update"), None, digests
-
-
-def describe_local(dest):
-    if os.path.islink(dest):
-        target = os.path.realpath(dest)
-        if os.path.isfile(target):
-            sha256, _blob, size = file_digests(target)
-            return f"symlink to {os.readlink(dest)} (sha256 {sha256}, {size} bytes)"
-        return f"symlink to {os.readlink(dest)} (dangling)"
-    if os.path.isfile(dest):
-        sha256, _blob, size = file_digests(dest)
-        return f"file, sha256 {sha256}, {size} bytes"
-    return "absent"
-
-
-def default_mode():
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
+def warn_unpinned(module, api, chosen):
+    """Warn for each revision used that is a branch or tag rather than a commit id."""
+    params = module.params
+    pins = [(params["repo_id"], params["revision"], chosen["model_commit"], params["revision_variable"], "revision")]
+    if chosen["base_commit"]:
+        pins.append(
+            (chosen["base_repo_id"], params["base_revision"], chosen["base_commit"],
+             params["base_revision_variable"], "base_revision")
+        )
+    for repo_id, revision, commit, variable, option in pins:
+        warning = check_pin(api, repo_id, revision, commit, variable or f"this task's {option}")
+        if warning:
+            module.warn(warning)
 
 
 def main():
@@ -291,7 +250,6 @@ def main():
     require_hf(module)
     params = module.params
     model_dir = params["model_dir"]
-    repo_id, revision = params["repo_id"], params["revision"]
 
     try:
         files = check_paths("files", params["files"])
@@ -308,70 +266,17 @@ def main():
     except HubError as exc:
         module.fail_json(msg=exc.msg, hub_error="token_file")
 
-    base_repo_id = base_commit = None
     try:
-        info, model_commit = resolve_revision(api, repo_id, revision, "model", endpoint, token)
-        listing = {f["path"]: f for f in repo_files(info)}
-        model_missing = [p for p in files if p not in listing]
-        source, source_repo, source_commit = "model", repo_id, model_commit
-        if model_missing:
-            base_repo_id = params["base_repo_id"]
-            if not base_repo_id:
-                try:
-                    bases = card_base_model(api, repo_id, model_commit, info)
-                except Exception as exc:
-                    raise describe_hub_error(exc, repo_id, revision, endpoint, token) from None
-                if not bases:
-                    raise PullError(
-                        f"{repo_id} at {revision} ({short_sha(model_commit)}) lacks {', '.join(model_missing)} and "
-                        "its model card names no base_model to take them from; set base_repo_id (and "
-                        "base_revision) to the model it was made from",
-                        "no_base_model",
-                    )
-                base_repo_id = bases[0]
-                if len(bases) > 1:
-                    module.warn(
-                        f"the model card of {repo_id} lists {len(bases)} base models ({', '.join(bases)}); "
-                        f"using the first, {base_repo_id}; set base_repo_id to choose another"
-                    )
-            base_info, base_commit = resolve_revision(
-                api, base_repo_id, params["base_revision"], "model", endpoint, token
-            )
-            base_listing = {f["path"]: f for f in repo_files(base_info)}
-            base_missing = [p for p in files if p not in base_listing]
-            if base_missing:
-                raise PullError(
-                    f"the tokenizer is missing in both repos: {repo_id} at {revision} ({short_sha(model_commit)}) "
-                    f"lacks {', '.join(model_missing)}, and its base {base_repo_id} at {params['base_revision']} "
-                    f"({short_sha(base_commit)}) lacks {', '.join(base_missing)}. Nothing was written to "
-                    f"{model_dir}. Set base_repo_id/base_revision to a repo that has them, or files to the names "
-                    "this model's tokenizer uses",
-                    "tokenizer_missing",
-                )
-            source, source_repo, source_commit, listing = "base", base_repo_id, base_commit, base_listing
-    except HubError as exc:
-        module.fail_json(msg=exc.msg, hub_error=exc.kind)
-    except PullError as exc:
-        module.fail_json(msg=exc.msg, hub_error=exc.kind)
+        chosen = choose_source(api, params, files, endpoint, token, module.warn)
+    except (HubError, PullError) as exc:
+        fail(module, exc)
+    warn_unpinned(module, api, chosen)
+    listing, source_repo, source_commit = chosen["listing"], chosen["source_repo"], chosen["source_commit"]
 
-    wanted = files + [p for p in optional if p in listing]
-    plan = []
     try:
-        for path in wanted:
-            dest = os.path.join(model_dir, *path.split("/"))
-            action, local_copy, digests = local_state(dest, listing[path])
-            plan.append(
-                {
-                    "path": path,
-                    "dest": dest,
-                    "record": listing[path],
-                    "action": action,
-                    "local_copy": local_copy,
-                    "digests": digests,
-                }
-            )
+        plan = plan_files(model_dir, files + [p for p in optional if p in listing], listing)
     except PullError as exc:
-        module.fail_json(msg=exc.msg, hub_error=exc.kind)
+        fail(module, exc)
     except OSError as exc:
         module.fail_json(msg=f"cannot read the files in {model_dir}: {to_native(exc)}")
 
@@ -385,103 +290,25 @@ def main():
         }
 
     if to_write and not module.check_mode:
-        write_files(module, api, model_dir, to_write, source_repo, source_commit)
+        try:
+            write_files(api, model_dir, to_write, source_repo, source_commit)
+        except PullError as exc:
+            fail(module, exc)
 
-    results = []
-    for item in plan:
-        record = item["record"]
-        if item["action"] == "present":
-            sha256 = item["digests"][0]
-        elif "written_sha256" in item:
-            sha256 = item["written_sha256"]
-        elif item["digests"] is not None and item["local_copy"]:
-            sha256 = item["digests"][0]
-        else:
-            sha256 = record.get("sha256")
-        results.append(
-            {
-                "path": item["path"],
-                "sha256": sha256,
-                "source_repo": source_repo,
-                "source_commit": source_commit,
-                "action": item["action"],
-            }
-        )
-    if diff is not None:
-        diff["after"] = "".join(
-            f"{r['path']}: file, sha256 {r['sha256'] or '(not listed)'}, {listing[r['path']]['size']} bytes"
-            f"{'' if r['action'] == 'present' else f', from {source_repo}@{short_sha(source_commit)}'}\n"
-            for r in results
-        )
-
+    results = file_results(plan, source_repo, source_commit)
     result = {
         "changed": bool(to_write),
-        "source": source if to_write else "present",
+        "source": chosen["source"] if to_write else "present",
         "files": results,
         "written": [item["path"] for item in to_write],
-        "model_commit": model_commit,
-        "base_repo_id": base_repo_id,
-        "base_commit": base_commit,
+        "model_commit": chosen["model_commit"],
+        "base_repo_id": chosen["base_repo_id"],
+        "base_commit": chosen["base_commit"],
     }
     if diff is not None:
+        diff["after"] = diff_after(results, listing, source_repo, source_commit)
         result["diff"] = diff
     module.exit_json(**result)
-
-
-def write_files(module, api, model_dir, to_write, source_repo, source_commit):
-    """Stage every file in a temp dir inside model_dir, verify it, then move each into place with os.replace."""
-    try:
-        os.makedirs(model_dir, exist_ok=True)
-        staging = tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=model_dir)
-    except OSError as exc:
-        module.fail_json(msg=f"cannot write into {model_dir}: {to_native(exc)}")
-    try:
-        for index, item in enumerate(to_write):
-            record = item["record"]
-            if item["local_copy"]:
-                staged = os.path.join(staging, f"copy.{index}")
-                shutil.copyfile(item["local_copy"], staged)
-                origin = f"the symlink target {item['local_copy']}"
-            else:
-                try:
-                    staged = api.hf_hub_download(
-                        source_repo,
-                        item["path"],
-                        revision=source_commit,
-                        local_dir=os.path.join(staging, f"download.{index}"),
-                    )
-                except Exception as exc:
-                    error = describe_hub_error(exc, source_repo, source_commit, api.endpoint, api.token)
-                    module.fail_json(
-                        msg=f"downloading {item['path']} from {source_repo} at {short_sha(source_commit)} failed: "
-                        f"{error.msg}. Nothing was written to {model_dir}",
-                        hub_error=error.kind,
-                    )
-                origin = f"the download from {source_repo} at {short_sha(source_commit)}"
-            digests = file_digests(staged)
-            if not content_matches(record, digests):
-                want = record.get("sha256") or f"blob id {record.get('blob_id')}"
-                module.fail_json(
-                    msg=f"{item['path']} from {origin} does not match the Hub's listing (expected {want}, "
-                    f"{record.get('size')} bytes; got sha256 {digests[0]}, blob id {digests[1]}, {digests[2]} "
-                    f"bytes). Nothing was written to {model_dir}",
-                    hub_error="verify",
-                )
-            item["staged"] = staged
-            item["written_sha256"] = digests[0]
-        mode = default_mode()
-        for item in to_write:
-            dest = item["dest"]
-            keep = None
-            if item["action"] == "update":
-                keep = stat.S_IMODE(os.lstat(dest).st_mode)
-            os.chmod(item["staged"], keep if keep is not None else mode)
-            os.makedirs(os.path.dirname(dest), exist_ok=True)
-            os.replace(item["staged"], dest)
-    except OSError as exc:
-        module.fail_json(msg=f"cannot write the tokenizer files into {model_dir}: {to_native(exc)}")
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,9 @@ server (`tests/hub/server.py`) and the tests use:
 * ORIGINAL  sparkfold-test/dsv41-flash-original - the original (unquantised) checkpoint's layout with 48
             shards named, of which only config.json, the index and shards 47/48 (the Engram tables the
             Zig engine reads) are stored (ORIGINAL_PIN = main).
+* SWITCH    sparkfold-test/switch            - two revisions for store switches: tag "a" (SWITCH_A) and tag "b"
+            (main, SWITCH_B). Both hold config.json and shard-1 unchanged; shard-2 has other bytes of the same
+            size, README.md another size; extra/a-only.bin is only in a, b-only.bin only in b.
 * KIT       sparkfold-test/dsv41-tp2-kit     - a kernel kit in folder kit/ as the lab engine checks it:
             aot/, cubins/, rope.json + RoPE tables, engram.json, vision/, MANIFEST (sha256 of every other
             file) and tools/verify_kit.sh (KIT_PIN = main).
@@ -36,6 +39,7 @@ SQUASHED = "sparkfold-test/dsv41-squashed"
 GATED = "sparkfold-test/dsv41-gated"
 ORIGINAL = "sparkfold-test/dsv41-flash-original"
 KIT = "sparkfold-test/dsv41-tp2-kit"
+SWITCH = "sparkfold-test/switch"
 
 GOOD_TOKEN = "hf_sparkfoldgoodtoken0000000000000000"
 NOACCESS_TOKEN = "hf_sparkfoldnoaccess000000000000000000"
@@ -61,6 +65,8 @@ BASE_PIN = ""
 SQUASHED_PIN = ""
 ORIGINAL_PIN = ""
 KIT_PIN = ""
+SWITCH_A = ""
+SWITCH_B = ""
 
 
 def git_blob_sha1(data: bytes) -> str:
@@ -478,6 +484,16 @@ class _Builder:
         repo["commits"][cid] = Commit(cid, title, message, date, parents, files, card, [AUTHOR])
         return cid
 
+    def commit_tree(self, repo: dict, title: str, date: str, files: dict[str, bytes], parent: str | None) -> str:
+        """A commit whose files are exactly ``files`` (the ones of the parent that it lacks are deleted)."""
+        cid = self.commit(repo, title, date, files, parent)
+        commit = repo["commits"].pop(cid)
+        commit.files = {p: f for p, f in commit.files.items() if p in files}
+        ident = json.dumps({"from": cid, "files": sorted(commit.files)}, sort_keys=True).encode()
+        commit.id = hashlib.sha1(ident).hexdigest()
+        repo["commits"][commit.id] = commit
+        return commit.id
+
     def new_repo(self, repo_id: str, gated=False) -> dict:
         repo = {"id": repo_id, "commits": {}, "branches": {}, "tags": {}, "prs": {}, "gated": gated, "vanished": {}}
         self.repos[repo_id] = repo
@@ -600,6 +616,34 @@ def build_hub(root: str | None, shard_count: int = 3, shard_bytes: int = 256 * 1
     )
     g["branches"] = {"main": g1}
 
+    # SWITCH: two revisions of a small store, for switching a store from one to the other
+    w = b.new_repo(SWITCH)
+    shard = 64 * 1024
+    w1 = b.commit(
+        w,
+        "Revision a",
+        "2026-01-11T10:00:00.000Z",
+        {
+            "config.json": _json(BASE_CONFIG),
+            "README.md": b"# switch\n\nrevision a\n",
+            "shard-1.safetensors": safetensors_file([("w1", "I8", [shard], _stream("switch-1", shard))]),
+            "shard-2.safetensors": safetensors_file([("w2", "I8", [shard], _stream("switch-2a", shard))]),
+            "extra/a-only.bin": _stream("switch-a-only", 4096),
+        },
+        None,
+    )
+    b_files = {p: b.read(f.sha256) for p, f in w["commits"][w1].files.items() if p != "extra/a-only.bin"}
+    b_files.update(
+        {
+            "README.md": b"# switch\n\nrevision b, with a longer README\n",
+            "shard-2.safetensors": safetensors_file([("w2", "I8", [shard], _stream("switch-2b", shard))]),
+            "b-only.bin": _stream("switch-b-only", 8192),
+        }
+    )
+    w2 = b.commit_tree(w, "Revision b", "2026-01-12T10:00:00.000Z", b_files, w1)
+    w["branches"] = {"main": w2}
+    w["tags"] = {"a": w1, "b": w2}
+
     return b.finish()
 
 
@@ -667,7 +711,7 @@ def build_or_load_hub(root: str, **kwargs) -> HubData:
 def _compute_pins():
     hub = build_hub(None)
     return (hub.pin(QUANT, "v1.0"), hub.pin(BASE), next(iter(hub.repos[SQUASHED].vanished)), hub.pin(ORIGINAL),
-            hub.pin(KIT))
+            hub.pin(KIT), hub.pin(SWITCH, "a"), hub.pin(SWITCH, "b"))
 
 
-QUANT_PIN, BASE_PIN, SQUASHED_PIN, ORIGINAL_PIN, KIT_PIN = _compute_pins()
+QUANT_PIN, BASE_PIN, SQUASHED_PIN, ORIGINAL_PIN, KIT_PIN, SWITCH_A, SWITCH_B = _compute_pins()

@@ -18,8 +18,12 @@ token), RevisionNotFound (404, "Invalid rev id: <rev>"), EntryNotFound (404), Ga
 403 for a valid token without access); an unknown token is 401 "Invalid credentials in Authorization header"
 without an error code, as on the Hub.
 
+Faults (a Hub or CDN that misbehaves), see `Fault`: "hang" (no answer at all), "stall" (a file's headers and
+first bytes, then nothing), "trickle" (a file's bytes a few at a time), besides `cut_after`.
+
 Script: python3 server.py --root DIR [--port 8080] [--host 127.0.0.1] [--cut-after REPO/PATH=N ...]
-builds the fixture hub into DIR (or loads it if DIR/hub.json exists) and serves until killed.
+[--fault REGEX=MODE ...] builds the fixture hub into DIR (or loads it if DIR/hub.json exists) and serves
+until killed.
 """
 
 from __future__ import annotations
@@ -59,6 +63,33 @@ class HubError(Exception):
         self.headers = headers or {}
 
 
+class Fault:
+    """A misbehaving Hub or CDN for the requests whose unquoted path matches `pattern` (re.search).
+
+    mode "hang": no answer at all; the connection stays open until the server stops or `hold` seconds pass.
+    mode "stall": a file GET sends its headers and `after` body bytes, then nothing (as long as "hang").
+    mode "trickle": a file GET sends its headers and `after` body bytes, then `step` bytes every `interval` s.
+    times: how many requests it affects (None: every one); methods: the HTTP methods it affects.
+    `hits` counts the requests it affected.
+    """
+
+    MODES = ("hang", "stall", "trickle")
+
+    def __init__(self, pattern: str, mode: str, times: int | None = None, methods=("GET", "HEAD", "POST"),
+                 after: int = 0, step: int = 1024, interval: float = 0.05, hold: float = 60.0):
+        if mode not in self.MODES:
+            raise ValueError(f"unknown fault mode {mode!r}")
+        self.pattern = re.compile(pattern)
+        self.mode = mode
+        self.times = times
+        self.methods = tuple(methods)
+        self.after = after
+        self.step = step
+        self.interval = interval
+        self.hold = hold
+        self.hits = 0
+
+
 class HubServer:
     """A Hub on 127.0.0.1 for the fixture repos.
 
@@ -85,6 +116,8 @@ class HubServer:
         self.tree_expand_page_size = tree_expand_page_size
         self.commits_page_size = commits_page_size
         self.cut_after: dict[str, int] = {}
+        self.faults: list[Fault] = []
+        self.released = threading.Event()  # set by stop(): hanging and stalled requests end
         self.requests: list[tuple[str, str]] = []
         # When set (a text stream), one line per request: "METHOD /path STATUS" (the lab reads it).
         self.access_log = None
@@ -116,7 +149,26 @@ class HubServer:
     def serve_forever(self) -> None:
         self._bind().serve_forever()
 
+    def add_fault(self, pattern: str, mode: str, **kwargs) -> Fault:
+        """Make the requests matching `pattern` misbehave (see Fault); return the Fault (its `hits`)."""
+        fault = Fault(pattern, mode, **kwargs)
+        with self.lock:
+            self.faults.append(fault)
+        return fault
+
+    def take_fault(self, method: str, path: str) -> Fault | None:
+        """The first fault that applies to this request, counted as used; None when none does."""
+        with self.lock:
+            for fault in self.faults:
+                if method in fault.methods and fault.pattern.search(path) and (
+                    fault.times is None or fault.hits < fault.times
+                ):
+                    fault.hits += 1
+                    return fault
+        return None
+
     def stop(self) -> None:
+        self.released.set()
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
@@ -139,6 +191,7 @@ class HubServer:
             self.request_log.clear()
             self.bytes_served = 0
             self.cut_after.clear()
+            self.faults.clear()
 
     def file_gets(self, repo_id: str, path: str) -> list[dict]:
         """request_log entries of GET /resolve for one file (any revision)."""
@@ -483,6 +536,12 @@ class HubHandler(BaseHTTPRequestHandler):
         self._dispatch()
 
     def _dispatch(self) -> None:
+        self._fault = self.hub_server.take_fault(self.command, unquote(urlsplit(self.path).path))
+        if self._fault is not None and self._fault.mode == "hang":
+            self._log(0)
+            self.hub_server.released.wait(self._fault.hold)  # never answer
+            self.close_connection = True
+            return
         try:
             self._route()
         except HubError as err:
@@ -648,11 +707,25 @@ class HubHandler(BaseHTTPRequestHandler):
         with self.hub_server.lock:
             cut = self.hub_server.cut_after.pop(key, None)
         budget = length if cut is None else min(cut, length)
+        fault = self._fault if self._fault is not None and self._fault.mode in ("stall", "trickle") else None
         sent = 0
         with open(self.hub_server.hub.blob_path(entry.sha256), "rb") as fh:
             fh.seek(start)
             while sent < budget:
-                chunk = fh.read(min(CHUNK, budget - sent))
+                size = CHUNK
+                if fault is not None and sent >= fault.after:
+                    if fault.mode == "stall":
+                        self.wfile.flush()
+                        self.hub_server.released.wait(fault.hold)
+                        self.close_connection = True
+                        return
+                    size = fault.step
+                    self.wfile.flush()
+                    if self.hub_server.released.wait(fault.interval):
+                        break
+                elif fault is not None:
+                    size = min(CHUNK, fault.after - sent)
+                chunk = fh.read(min(size, budget - sent))
                 if not chunk:
                     break
                 self.wfile.write(chunk)
@@ -684,6 +757,13 @@ def main(argv: list[str] | None = None) -> int:
         metavar="REPO/PATH=N",
         help="drop the first GET of that file after N body bytes (repeatable)",
     )
+    parser.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="REGEX=MODE",
+        help="requests whose path matches REGEX hang, stall or trickle (see Fault; repeatable)",
+    )
     parser.add_argument("--access-log", action="store_true", help="print one line per request on stdout")
     args = parser.parse_args(argv)
 
@@ -698,6 +778,9 @@ def main(argv: list[str] | None = None) -> int:
     for spec in args.cut_after:
         key, _sep, n = spec.rpartition("=")
         server.cut_after[key] = int(n)
+    for spec in args.fault:
+        pattern, _sep, mode = spec.rpartition("=")
+        server.add_fault(pattern, mode)
 
     def _term(signum, frame):
         raise KeyboardInterrupt

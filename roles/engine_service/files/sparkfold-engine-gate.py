@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Start gates of the sparkfold engine units (installed by the engine_service role).
 
-Run with python3 (the units call /usr/bin/python3 <engine_gate> ...):
+Run with python3 (the units call /usr/bin/python3 <engine_service_gate> ...):
 
   sparkfold-engine-gate memory   ExecStartPre of every rank: sync, drop the page cache, compact
                                  memory, then wait until MemAvailable reaches the recipe's gate.

@@ -1,28 +1,33 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""engine_bench module_utils: statistics, garble check, prompts to exact token counts, token counters,
-progress file, and the concurrency point against fake servers that garble."""
+"""The bench module_utils: statistics and garble check (bench_figures), prompts to exact token counts and
+token counters (bench_prompts), progress file and phases (engine_bench), and the concurrency point
+against fake servers that garble."""
 
 import json
-import os
 import sys
+from types import SimpleNamespace
 
 import pytest
+from ansible_collections.sparkfold.cluster.plugins.module_utils import bench_figures as bf
+from ansible_collections.sparkfold.cluster.plugins.module_utils import bench_prompts as bp
 from ansible_collections.sparkfold.cluster.plugins.module_utils import engine_bench as eb
 from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_client import EngineClient
+from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_needle import estimate_tokens
+from ansible_collections.sparkfold.cluster.plugins.module_utils.progress_file import StepProgress
 
 from tests.unit.fake_openai import FakeEngine, chat_chunks, models_list, tokenize_vllm
 
 
 def test_summarize():
-    s = eb.summarize([10, 12, None, 11, float("nan")])
+    s = bf.summarize([10, 12, None, 11, float("nan")])
     assert s["n"] == 3
     assert s["median"] == 11
     assert s["min"] == 10 and s["max"] == 12
     assert s["mean"] == pytest.approx(11)
     assert s["stdev"] == pytest.approx(1.0)
     assert s["spread_pct"] == pytest.approx(100 * 2 / 11)
-    assert eb.summarize([5])["stdev"] == 0.0
-    empty = eb.summarize([None])
+    assert bf.summarize([5])["stdev"] == 0.0
+    empty = bf.summarize([None])
     assert empty["n"] == 0 and empty["median"] is None and empty["spread_pct"] is None
 
 
@@ -34,7 +39,7 @@ def test_summarize():
     ("x " * 10 + " ".join(f"w{i}" for i in range(8)), "token 'x' is 10 of 18"),
 ])
 def test_garbled(text, reason):
-    assert reason in eb.garble_reason(text)
+    assert reason in bf.garble_reason(text)
 
 
 @pytest.mark.parametrize("text", [
@@ -43,7 +48,7 @@ def test_garbled(text, reason):
     "The lighthouse keeper climbed the stairs of the tower every night to light the lamp and watch the sea.",
 ])
 def test_not_garbled(text):
-    assert eb.garble_reason(text) is None
+    assert bf.garble_reason(text) is None
 
 
 def test_prompt_of_tokens_exact_with_a_word_tokenizer():
@@ -51,7 +56,7 @@ def test_prompt_of_tokens_exact_with_a_word_tokenizer():
         return len(text.split())
 
     for target in (50, 1000, 4096):
-        text, counted, rounds = eb.prompt_of_tokens(target, count, "[nonce 1]")
+        text, counted, rounds = bp.prompt_of_tokens(target, count, "[nonce 1]")
         assert counted == target == count(text)
         assert text.startswith("[nonce 1]\n")
         assert rounds <= 6
@@ -62,15 +67,15 @@ def test_prompt_of_tokens_with_multi_token_words():
     def count(text):
         return sum(2 if len(w) >= 5 else 1 for w in text.split())
 
-    text, counted, _rounds = eb.prompt_of_tokens(3000, count, "[n]")
+    text, counted, _rounds = bp.prompt_of_tokens(3000, count, "[n]")
     assert counted == count(text)
     assert 2999 <= counted <= 3000
 
 
 def test_filler_is_deterministic():
-    assert eb.filler_text(200, "a") == eb.filler_text(200, "a")
-    assert eb.filler_text(200, "a") != eb.filler_text(200, "b")
-    assert len(eb.filler_text(200, "a").split()) == 200
+    assert bp.filler_text(200, "a") == bp.filler_text(200, "a")
+    assert bp.filler_text(200, "a") != bp.filler_text(200, "b")
+    assert len(bp.filler_text(200, "a").split()) == 200
 
 
 def _fake_with_tokenize(fake):
@@ -80,19 +85,20 @@ def _fake_with_tokenize(fake):
 
 def test_token_counter_server():
     with _fake_with_tokenize(FakeEngine()) as fake:
-        counter = eb.TokenCounter(EngineClient(fake.url), "auto")
+        counter = bp.TokenCounter(EngineClient(fake.url), "auto")
         assert counter.method == "server" and counter.exact
         assert counter.count("a b c") == 3
 
 
 def test_token_counter_falls_back_to_an_estimate_and_says_why(tmp_path):
     with FakeEngine() as fake:  # no /tokenize: 404
-        counter = eb.TokenCounter(EngineClient(fake.url), "auto", str(tmp_path / "tokenizer.json"))
+        counter = bp.TokenCounter(EngineClient(fake.url), "auto", str(tmp_path / "tokenizer.json"))
     assert counter.method == "estimate" and not counter.exact
     assert "ESTIMATE" in counter.label
     assert counter.notes[0] == "the server has no /tokenize"
     assert "does not exist" in counter.notes[1]
     assert counter.count("x" * 400) == 100
+    assert counter.count("x" * 401) == estimate_tokens("x" * 401) == 101  # one estimate: the needle's
 
 
 def test_token_counter_tokenizer_without_the_package(tmp_path, monkeypatch):
@@ -100,21 +106,7 @@ def test_token_counter_tokenizer_without_the_package(tmp_path, monkeypatch):
     path.write_text("{}")
     monkeypatch.setitem(sys.modules, "tokenizers", None)  # import fails
     with FakeEngine() as fake, pytest.raises(ValueError, match="tokenizers package is not installed"):
-        eb.TokenCounter(EngineClient(fake.url), "tokenizer", str(path))
-
-
-def test_progress_file(tmp_path):
-    path = tmp_path / "progress.json"
-    progress = eb.Progress(str(path), 3)
-    assert json.loads(path.read_text())["phase"] == "starting"
-    progress.step("decode", "prose run 1/3")
-    progress.finished("decode prose run 1: 80 tok/s")
-    data = json.loads(path.read_text())
-    assert data["phase"] == "decode" and data["step"] == "prose run 1/3"
-    assert data["done"] == 1 and data["total"] == 3 and data["last"].startswith("decode prose")
-    assert data["pid"] == os.getpid()  # for job_watch's "kill <pid>" when the watch times out
-    assert [p.name for p in tmp_path.iterdir()] == ["progress.json"]  # no temporary file left
-    eb.Progress(None, 1).finished("nothing written")
+        bp.TokenCounter(EngineClient(fake.url), "tokenizer", str(path))
 
 
 def _chat_route(fake, replies):
@@ -178,3 +170,23 @@ def test_decode_times_reasoning_and_reads_it_for_garble():
     run = out[0]["runs"][0]
     assert run["ok"]
     assert run["garbled"] == "token 'hmm' is 20 of 21 tokens"
+
+
+def test_needle_too_long_for_the_context_names_the_option():
+    counter = SimpleNamespace(method="estimate", count=estimate_tokens)
+    out = eb.run_needle(EngineClient("http://127.0.0.1:1"), counter, 50000, context_length=40000)
+    assert not out["passed"] and out["expected"] == 3 and out["counted_tokens"] is None
+    assert out["detail"] == ("a 50000-token prompt plus a 256-token reply does not fit the engine's context of "
+                             "40000 tokens; lower needle_tokens or raise the engine's context")
+
+
+def test_progress_lines_read_as_the_summary(tmp_path):
+    path = tmp_path / "progress.json"
+    counter = SimpleNamespace(method="server", exact=True, count=len)
+    client = EngineClient("http://127.0.0.1:1")
+    rows = eb.run_prefill(client, counter, [9000], context_length=8192, progress=StepProgress(str(path), 1))
+    assert json.loads(path.read_text())["last"] == bf.summary_lines({"prefill": rows})[0] == (
+        "prefill 9000: skipped, 9000 + 4 tokens exceeds the server's context of 8192")
+    needle = eb.run_needle(client, counter, 50000, context_length=40000, progress=StepProgress(str(path), 1))
+    assert json.loads(path.read_text())["last"] == bf.summary_lines({"needle": needle})[0]
+    assert bf.summary_lines({"needle": needle})[0].startswith("needle 50000: FAIL, a 50000-token prompt")

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""engine_checks: needle prompt sizing, passphrase, determinism and count checkers, against the lab engine and fakes."""
+"""engine_checks: the arithmetic, needle, determinism and count checks and the served context, against the lab
+engine and fakes (the needle's parts: test_engine_needle.py)."""
 
 import pytest
 from ansible_collections.sparkfold.cluster.plugins.module_utils import engine_checks as ec
@@ -30,60 +31,12 @@ def client(cluster):
     return EngineClient(f"http://127.0.0.1:{cluster.port}", model="dsv41-sim", timeout=10)
 
 
-def test_passphrases_are_seeded_distinct_single_words():
-    a = ec.make_passphrases(5, seed=3)
-    assert a == ec.make_passphrases(5, seed=3) and a != ec.make_passphrases(5, seed=4)
-    assert len(set(a)) == 5 and all(" " not in w for w in a)
-
-
-@pytest.mark.parametrize("target", [600, 5000, 30000])
-def test_needle_prompt_has_the_token_count_asked_with_the_engine_tokenizer(client, target):
-    words = ec.make_passphrases(3, seed=1)
-    prompt = ec.build_needle_prompt(target, [0.1, 0.5, 0.9], words, client.tokenize, seed=1)
-    assert abs(prompt.tokens - target) <= target * 0.01
-    assert client.tokenize(prompt.text) == prompt.tokens
-    at = [prompt.text.index(f"passphrase: {w}.") for w in words]
-    assert at == sorted(at)
-    # depths are fractions of the filler: 0.1 lies in the first fifth, 0.9 in the last fifth
-    assert at[0] < len(prompt.text) * 0.2 and at[2] > len(prompt.text) * 0.8
-    assert prompt.rounds <= 10
-
-
-@pytest.mark.parametrize("tokens_per_word", [1.0, 1.37, 2.6])
-def test_needle_prompt_with_other_tokenizers(tokens_per_word):
-    def count(text):
-        return int(len(text.split()) * tokens_per_word + text.count(".") * 0.4)
-
-    for target in (1000, 32768):
-        prompt = ec.build_needle_prompt(target, [0.25, 0.75], ["alpha-one-11", "beta-two-22"], count)
-        assert abs(prompt.tokens - target) <= target * 0.01, (target, prompt.tokens)
-
-
-def test_needle_prompt_estimate_and_bad_input():
-    prompt = ec.build_needle_prompt(2000, [0.5], ["amber-falcon-42"], ec.estimate_tokens)
-    assert abs(ec.estimate_tokens(prompt.text) - 2000) <= 20
-    with pytest.raises(ValueError, match="2 depths"):
-        ec.build_needle_prompt(2000, [0.1, 0.2], ["a-b-1"], ec.estimate_tokens)
-    with pytest.raises(ValueError, match="more than the target"):
-        ec.build_needle_prompt(10, [0.5], ["a-b-1"], ec.estimate_tokens)
-
-
-def test_check_passphrases():
-    words = ["amber-falcon-42", "quiet-otter-26", "jade-river-17"]
-    assert ec.check_passphrases("The passphrases are: amber-falcon-42, quiet-otter-26, jade-river-17.", words)[0]
-    ok, detail = ec.check_passphrases("quiet-otter-26, amber-falcon-42, jade-river-17", words)
-    assert not ok and "out of order" in detail
-    ok, detail = ec.check_passphrases("amber-falcon-42, jade-river-17", words)
-    assert not ok and "2 of 3" in detail and "missing quiet-otter-26" in detail
-
-
 def test_other_checkers():
     assert ec.check_arithmetic_answer("17 * 23 = 391")[0]
     assert not ec.check_arithmetic_answer("It is 3910.")[0]
     assert ec.check_count(" ".join(str(i) for i in range(1, 201)), 200)[0]
     ok, detail = ec.check_count("1 2 3 5", 200)
     assert not ok and "position 4: expected 4, got 5" in detail
-    assert ec.depths_for(3) == [0.1, 0.5, 0.9] and ec.depths_for(1) == [0.5]
     lines = ec.table_lines([{"name": "arithmetic", "passed": True, "detail": "ok", "seconds": 0.25}])
     assert lines[1].split()[:3] == ["arithmetic", "PASS", "0.25"]
 

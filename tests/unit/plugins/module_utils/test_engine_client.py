@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """engine_client against the lab engine (a TensorFold simulator) and small fake servers."""
 
+import threading
 import time
 
 import pytest
@@ -9,6 +10,8 @@ from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_client im
     EngineError,
     health_streams,
 )
+from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_errors import error_in, error_message, shorten
+from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_stream import together
 
 from tests.labengine import Cluster, free_port
 from tests.unit.fake_openai import (
@@ -152,7 +155,7 @@ def test_sse_parsing_is_cheap():
     import io
     import json
 
-    from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_client import StreamResult
+    from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_stream import StreamResult, read_sse
 
     event = json.dumps({"object": "chat.completion.chunk",
                         "choices": [{"index": 0, "delta": {"content": " word"}, "finish_reason": None}]})
@@ -163,7 +166,7 @@ def test_sse_parsing_is_cheap():
 
     result = StreamResult(time.monotonic())
     t0 = time.perf_counter()
-    EngineClient("http://127.0.0.1:1")._read_sse(Resp, result, True, "/v1/chat/completions", None)
+    read_sse(Resp, result, True, "/v1/chat/completions", None, 30.0)
     rate = result.chunks / (time.perf_counter() - t0)
     assert result.chunks == 20000 and result.done and rate > 5000
 
@@ -257,3 +260,37 @@ def test_health_streams_reads_tensorfolds_shape_only():
     assert streams is None
     assert note == ("/health's streams is not TensorFold's {decoding, prefilling, max} and was not read: "
                     '{"active": 0, "queued": 0, "slots": 4}')
+
+
+# --- error bodies and streams started together -------------------------------------------------------------
+
+
+def test_error_messages_of_every_engine_shape():
+    assert error_message('{"error": {"message": "Loading model", "code": 503}}') == "Loading model"
+    assert error_message('{"ok": false, "error": "follower rank 1 lost"}') == "follower rank 1 lost"
+    assert error_message('{"message": "bad"}') == "bad" and error_message('{"detail": "Not Found"}') == "Not Found"
+    assert error_message("") == "(empty body)" and error_message("x" * 400) == "x" * 300
+    assert error_in({"ok": True}) is None and error_in("not a dict") is None
+    assert shorten("a  b\n c") == "a b c" and shorten("x" * 10, 8) == "xxxxx..."
+
+
+def test_together_releases_the_threads_at_once():
+    started = [None] * 4
+    gate = threading.Barrier(4, timeout=5)
+
+    def work(i):
+        started[i] = time.monotonic()
+        gate.wait()  # every thread runs at the same time, or this breaks
+        return i * 10
+
+    results, t0 = together(4, work, timeout=5)
+    assert results == [0, 10, 20, 30]
+    assert all(t0 <= s < t0 + 1 for s in started)
+
+
+def test_together_gives_up_on_a_thread_after_join_timeout():
+    release = threading.Event()
+    results, _t0 = together(2, lambda i: release.wait(5) if i else "done", join_timeout=0.2)
+    snapshot = list(results)
+    release.set()
+    assert snapshot == ["done", None]

@@ -57,6 +57,28 @@ def test_empty_file_hashes(tmp_path):
     assert m.hash_file(str(path), "blob_id") == "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"  # git's empty blob
 
 
+def test_file_digests_read_once_for_both_kinds_and_content_matches(tmp_path):
+    data = os.urandom(50_000)
+    path = tmp_path / "tokenizer.json"
+    path.write_bytes(data)
+    digests = m.file_digests(str(path), chunk_size=4096)
+    sha, blob = hashlib.sha256(data).hexdigest(), hashlib.sha1(b"blob 50000\x00" + data).hexdigest()
+    assert digests == (sha, blob, len(data))
+    assert m.digest_file(str(path), m.HASH_KINDS) == {"sha256": sha, "blob_id": blob}
+    assert m.content_matches({"size": len(data), "sha256": sha.upper(), "blob_id": "0" * 40}, digests)
+    assert m.content_matches({"size": len(data), "sha256": None, "blob_id": blob}, digests)
+    assert not m.content_matches({"size": len(data) + 1, "sha256": sha}, digests)
+    assert not m.content_matches({"size": len(data), "sha256": None, "blob_id": None}, digests)
+
+
+def test_one_hasher_for_the_hub_modules():
+    """tokenizer_pull's file_digests/content_matches (imported from hub.py) are manifest.py's, not a second hasher."""
+    from ansible_collections.sparkfold.cluster.plugins.module_utils import hub
+
+    assert hub.file_digests is m.file_digests and hub.content_matches is m.content_matches
+    assert not hasattr(hub, "hashlib")
+
+
 def test_unknown_hash_kind():
     with pytest.raises(ValueError):
         m.new_hasher("md5", 1)
@@ -108,7 +130,23 @@ def test_classify_manifest_mode_trusts_agreeing_record_only():
     assert m.classify(entry, st(10, 6), True, rec, "manifest") == m.UNCHECKED  # touched: hash it again
     assert m.classify(entry, st(10, 5), True, None, "manifest") == m.UNCHECKED  # never recorded
     # the Hub now lists another hash for the path (new commit): the old record vouches for nothing
-    assert m.classify(lfs(size=10, sha256="c" * 64), st(10, 5), True, rec, "manifest") == m.UNCHECKED
+    assert m.classify(lfs(size=10, sha256="c" * 64), st(10, 6), True, rec, "manifest") == m.UNCHECKED
+    # ... and while it still matches the file on disk, it says the file holds the other content: no need to
+    # read it to know it is wrong
+    assert m.classify(lfs(size=10, sha256="c" * 64), st(10, 5), True, rec, "manifest") == m.BAD
+
+
+def test_classify_file_of_another_revision_is_bad_whatever_verify_says():
+    """A shard of the previous commit with the size of the new one is not trusted by verify=none either."""
+    old = lfs(size=10)
+    rec = record(old, mtime_ns=5)
+    new = lfs(size=10, sha256="c" * 64)
+    for verify in ("none", "manifest", "full"):
+        assert m.classify(new, st(10, 5), True, rec, verify) == m.BAD
+    # a record of another hash kind cannot be compared: hashed (or trusted by size with none) as before
+    blob = m.remote_entry(old["path"], 10, blob_id=BLOB)
+    assert m.classify(blob, st(10, 5), True, rec, "manifest") == m.UNCHECKED
+    assert m.classify(blob, st(10, 5), True, rec, "none") == m.PRESENT
 
 
 def test_classify_full_hashes_everything_and_none_trusts_size():

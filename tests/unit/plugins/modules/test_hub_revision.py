@@ -6,6 +6,7 @@ from ansible.module_utils.basic import missing_required_lib
 from ansible_collections.sparkfold.cluster.plugins.module_utils import hub
 from ansible_collections.sparkfold.cluster.plugins.modules import hub_revision
 
+from tests.hub import fixtures
 from tests.hub.fixtures import (
     BASE,
     GATED,
@@ -17,6 +18,7 @@ from tests.hub.fixtures import (
     SQUASHED,
     SQUASHED_PIN,
 )
+from tests.hub.server import HubServer
 from tests.unit.module_runner import module_runner
 
 pytestmark = pytest.mark.usefixtures("hf_env")
@@ -68,10 +70,18 @@ def quant_refs(hub_data):
     }
 
 
+def unpinned(revision, kind, commit, variable="this task's revision", repo_id=QUANT):
+    """The warning for a branch or tag given as the revision."""
+    return (
+        f"revision {revision} of {repo_id} is a {kind}, not a pin: it resolved to commit {commit} on this run, but "
+        f"a {kind} can move, so the next run may deploy another commit. To pin it, set {variable} to {commit}"
+    )
+
+
 def test_branch_resolves_to_commit_files_and_refs(run, hub_server, hub_data):
     kind, result, warnings = run({"repo_id": QUANT, "endpoint": hub_server.url})
     assert kind == "exit", result
-    assert warnings == []
+    assert warnings == [unpinned("main", "branch", hub_data.pin(QUANT, "main"))]
     files = listing(hub_data, QUANT, "main")
     assert {k: v for k, v in result.items() if k != "invocation"} == {
         "changed": False,
@@ -90,14 +100,22 @@ def test_branch_resolves_to_commit_files_and_refs(run, hub_server, hub_data):
 
 
 @pytest.mark.parametrize(
-    "revision",
-    ["v1.0", "exl3/2.9bpw", QUANT_PIN, QUANT_PIN[:7], QUANT_PIN[:12]],
-    ids=["tag", "branch-with-slash", "full-sha", "short-sha-7", "short-sha-12"],
+    ("revision", "ref_kind"),
+    [
+        ("v1.0", "tag"),
+        ("exl3/2.9bpw", "branch"),
+        ("refs/tags/v1.0", "tag"),
+        (QUANT_PIN, None),
+        (QUANT_PIN[:7], None),
+        (QUANT_PIN[:12], None),
+    ],
+    ids=["tag", "branch-with-slash", "full-tag-ref", "full-sha", "short-sha-7", "short-sha-12"],
 )
-def test_revisions_resolve_to_the_full_commit(run, hub_server, hub_data, revision):
+def test_revisions_resolve_to_the_full_commit(run, hub_server, hub_data, revision, ref_kind):
     kind, result, warnings = run({"repo_id": QUANT, "revision": revision, "endpoint": hub_server.url})
     assert kind == "exit", result
-    assert warnings == []
+    # a branch or a tag is not a pin: it warns; a commit id (full or short) does not
+    assert warnings == ([unpinned(revision, ref_kind, QUANT_PIN)] if ref_kind else [])
     assert result["commit"] == QUANT_PIN
     assert result["requested_revision"] == revision
     assert result["files"] == listing(hub_data, QUANT, "v1.0")
@@ -294,7 +312,28 @@ def test_policy_is_not_applied_when_the_revision_exists(run, hub_server, hub_dat
     assert kind == "exit", result
     assert result["commit"] == QUANT_PIN
     assert result["policy_applied"] is None
+    assert warnings == [unpinned("v1.0", "tag", QUANT_PIN)]  # no policy warning
+
+
+def test_unpinned_revision_names_the_variable_to_set(run, hub_server, hub_data):
+    head = hub_data.pin(BASE)
+    kind, result, warnings = run(
+        {"repo_id": BASE, "revision": "main", "endpoint": hub_server.url, "revision_variable": "weights_revision"}
+    )
+    assert kind == "exit", result
+    assert result["commit"] == head
+    assert warnings == [unpinned("main", "branch", head, "weights_revision", BASE)]
+    assert warnings[0].endswith(f"set weights_revision to {head}")
+
+
+def test_full_sha_gives_no_warning_and_check_mode_warns_too(run, hub_server, hub_data):
+    head = hub_data.pin(BASE)
+    kind, _result, warnings = run({"repo_id": BASE, "revision": head, "endpoint": hub_server.url})
+    assert kind == "exit"
     assert warnings == []
+    kind, result, warnings = run({"repo_id": BASE, "endpoint": hub_server.url, "_ansible_check_mode": True})
+    assert kind == "exit", result
+    assert warnings == [unpinned("main", "branch", head, repo_id=BASE)]
 
 
 def test_policy_needs_expected_files(run, hub_server):
@@ -429,3 +468,135 @@ def test_short_sha_lookup_in_the_history(hub_server, hub_data, monkeypatch):
     assert hub._expand_short_sha(api, QUANT, first[:7], "model") == [first]
     assert hub._expand_short_sha(api, QUANT, QUANT_PIN[:9], "model") == [QUANT_PIN]
     assert hub._expand_short_sha(api, QUANT, "abcdef0", "model") == []
+
+
+# --------------------------------------------------------------------------- force-pushed branches
+
+FORCED = "sparkfold-test/dsv41-forced"  # main force-pushed to an unrelated history; tag v1.0 kept on the old one
+FORCED_BARE = "sparkfold-test/dsv41-forced-bare"  # the same without tags: only the repo's age tells
+
+
+def weights(label):
+    """A small real safetensors file (the fixture server reads its header) whose content depends on label."""
+    return fixtures.safetensors_file([("w", "F16", [8], label.ljust(16, b"."))])
+
+
+@pytest.fixture(scope="module")
+def forced_hub(tmp_path_factory):
+    """A Hub with two repos whose main was force-pushed: (HubData, {repo_id: (pin that is gone, old root)}).
+
+    The commits are made as tests/hub/fixtures.py makes them; the pinned one is then dropped, as the Hub drops
+    commits no ref reaches any more. The old root stays (FORCED: tag v1.0 holds it; FORCED_BARE: unreferenced,
+    so the repo's createdAt stays the date of its first commit, as on the Hub).
+    """
+    builder = fixtures._Builder(str(tmp_path_factory.mktemp("forced-hub")))
+    gone = {}
+    for repo_id in (FORCED, FORCED_BARE):
+        repo = builder.new_repo(repo_id)
+        first = builder.commit(
+            repo, "Initial upload", "2026-01-05T10:00:00.000Z", {"config.json": b'{"model_type": "x"}\n'}, None
+        )
+        pin = builder.commit(
+            repo, "Add EXL3 shards", "2026-01-06T11:30:00.000Z", {"model.safetensors": weights(b"old")}, first
+        )
+        new = builder.commit(
+            repo,
+            "Upload EXL3 2.9bpw",
+            "2026-02-01T00:00:00.000Z",
+            {"config.json": b'{"model_type": "y"}\n', "model.safetensors": weights(b"new")},
+            None,
+        )
+        head = builder.commit(repo, "Update README", "2026-02-02T08:00:00.000Z", {"README.md": b"# new\n"}, new)
+        del repo["commits"][pin]
+        repo["branches"] = {"main": head}
+        if repo_id == FORCED:
+            repo["tags"] = {"v1.0": first}
+        gone[repo_id] = (pin, first, new, head)
+    return builder.finish(), gone
+
+
+@pytest.fixture
+def forced_server(forced_hub):
+    with HubServer(forced_hub[0]) as server:
+        yield server
+
+
+def test_force_pushed_main_is_named_with_the_refs(run, forced_server, forced_hub):
+    pin, first, root, head = forced_hub[1][FORCED]
+    url = forced_server.url
+    kind, result, _warnings = run({"repo_id": FORCED, "revision": pin, "endpoint": url})
+    assert kind == "fail"
+    assert result["hub_error"] == "revision_not_found"
+    assert result["squashed"] is None
+    assert result["force_pushed"] == {
+        "branch": "main",
+        "root": {"commit": root, "date": "2026-02-01T00:00:00+00:00", "title": "Upload EXL3 2.9bpw"},
+        "created_at": "2026-01-05T10:00:00+00:00",
+        "unrelated_tags": ["v1.0"],
+    }
+    assert result["refs"] == {
+        "branches": [
+            {"name": "main", "commit": head, "date": "2026-02-02T08:00:00+00:00", "title": "Update README"},
+        ],
+        "tags": [
+            {"name": "v1.0", "commit": first, "date": "2026-01-05T10:00:00+00:00", "title": "Initial upload"},
+        ],
+    }
+    assert result["msg"] == (
+        f"revision {pin} does not exist in {FORCED} on {url} (the Hub answered RevisionNotFound; nothing was "
+        "downloaded). "
+        f'Branches now: main at {head[:7]} (2026-02-02 08:00 UTC, "Update README"). '
+        f'Tags now: v1.0 at {first[:7]} (2026-01-05 10:00 UTC, "Initial upload"). '
+        f'The history of main looks force-pushed: its oldest commit is {root[:7]} (2026-02-01 00:00 UTC, "Upload '
+        'EXL3 2.9bpw"), while the repository was created 2026-01-05 10:00 UTC; it shares no commit with tag '
+        f"v1.0. main was replaced by unrelated commits, so older commits such as {pin} were removed from the Hub and "
+        "will not come back. "
+        f"To go on, pin one of the commits above (for example revision: {head}, the head of main) after checking "
+        "its files, or set on_missing=branch_head_if_files_match with expected_files to accept the head of main "
+        "only if its files match the ones you expect."
+    )
+    assert "typo" not in result["msg"]
+    assert resolve_gets(forced_server) == []
+
+
+def test_force_pushed_main_without_tags_is_told_by_the_repos_age(run, forced_server, forced_hub):
+    pin, _first, root, _head = forced_hub[1][FORCED_BARE]
+    kind, result, _warnings = run({"repo_id": FORCED_BARE, "revision": pin, "endpoint": forced_server.url})
+    assert kind == "fail"
+    assert result["force_pushed"]["unrelated_tags"] == []
+    assert result["force_pushed"]["created_at"] == "2026-01-05T10:00:00+00:00"
+    assert result["refs"]["tags"] == []
+    assert (
+        f'The history of main looks force-pushed: its oldest commit is {root[:7]} (2026-02-01 00:00 UTC, "Upload '
+        "EXL3 2.9bpw\"), while the repository was created 2026-01-05 10:00 UTC. main was replaced by unrelated "
+        f"commits, so older commits such as {pin} were removed from the Hub and will not come back. "
+    ) in result["msg"]
+
+
+def test_force_pushed_pin_accepted_by_the_policy_when_files_match(run, forced_server, forced_hub):
+    pin, _first, _root, head = forced_hub[1][FORCED]
+    hub_data = forced_hub[0]
+    kind, result, warnings = run(
+        {
+            "repo_id": FORCED,
+            "revision": pin,
+            "endpoint": forced_server.url,
+            "on_missing": "branch_head_if_files_match",
+            "expected_files": manifest(hub_data, FORCED),
+        }
+    )
+    assert kind == "exit", result
+    assert result["commit"] == head
+    assert len(warnings) == 1  # the policy's warning only: the pin given was a commit id
+
+
+def test_squashed_and_normal_histories_are_not_called_force_pushed(run, hub_server):
+    kind, result, _warnings = run({"repo_id": SQUASHED, "revision": SQUASHED_PIN, "endpoint": hub_server.url})
+    assert kind == "fail"
+    assert result["squashed"] is not None
+    assert result["force_pushed"] is None
+    assert "force-pushed" not in result["msg"]
+    kind, result, _warnings = run({"repo_id": QUANT, "revision": "0" * 40, "endpoint": hub_server.url})
+    assert kind == "fail"
+    assert result["force_pushed"] is None
+    assert "force-pushed" not in result["msg"]

@@ -14,6 +14,7 @@ import sys
 import time
 
 import pytest
+from ansible_collections.sparkfold.cluster.plugins.module_utils import snapshot_lock
 from ansible_collections.sparkfold.cluster.plugins.module_utils.manifest import MANIFEST_NAME
 from ansible_collections.sparkfold.cluster.plugins.modules import hub_snapshot
 
@@ -350,12 +351,20 @@ def test_disk_too_small_fails_before_any_download(run, store, hub_server):
     assert store_files(store) == set()
 
 
-def test_squashed_pin_fails_before_any_byte(run, store, hub_server):
+def test_squashed_pin_fails_before_any_byte(run, store, hub_server, hub_data):
     args = {"repo_id": fixtures.SQUASHED, "revision": fixtures.SQUASHED_PIN, "local_dir": str(store)}
     kind, result = run(args)
     assert kind == "fail"
     assert result["kind"] == "revision_not_found"
     assert fixtures.SQUASHED_PIN in result["msg"] and "does not exist" in result["msg"]
+    # what the Hub has now, as hub_revision says it, and what to do
+    head = hub_data.pin(fixtures.SQUASHED)
+    assert f"Branches now: main at {head[:7]}" in result["msg"] and f"Tags now: v0 at {head[:7]}" in result["msg"]
+    assert "super-squashed" in result["msg"] and fixtures.SQUASH_TITLE in result["msg"]
+    assert f"(for example revision: {head}, the head of main)" in result["msg"]
+    assert "local_dir was not touched" in result["msg"] and "on_missing" not in result["msg"]
+    assert [ref["commit"] for ref in result["refs"]["branches"]] == [head]
+    assert result["squashed"]["commit"] == head
     assert hub_server.bytes_served == 0
     assert not any("/resolve/" in path for _method, path in hub_server.requests)
     assert not store.exists()
@@ -446,25 +455,23 @@ def test_broken_manifest_is_rebuilt_by_hashing(run, store, hub_server, content):
 
 
 # --- a second run while one is running (a re-run of the play while the async job still downloads) ---------
-LOCK = os.path.join(".cache", "huggingface", hub_snapshot.LOCK_NAME)
+LOCK = os.path.join(".cache", "huggingface", snapshot_lock.LOCK_NAME)
 
 # Takes the store's lock in another process with hub_snapshot's own code, as a running download does,
 # says "locked" and holds it until its stdin closes. argv: local_dir, "raw" to take a bare flock instead
 # (a lock file of an older version, without a PID in it).
 HOLD_LOCK = """
 import fcntl, os, sys
-from ansible_collections.sparkfold.cluster.plugins.modules import hub_snapshot
-snapshot = hub_snapshot.HubSnapshot.__new__(hub_snapshot.HubSnapshot)
-snapshot.local_dir = sys.argv[1]
+from ansible_collections.sparkfold.cluster.plugins.module_utils import snapshot_lock
 if sys.argv[2:] == ["raw"]:
-    path = os.path.join(sys.argv[1], ".cache", "huggingface", hub_snapshot.LOCK_NAME)
+    path = snapshot_lock.lock_path(sys.argv[1])
     os.makedirs(os.path.dirname(path))
     handle = open(path, "a")
     fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
     print("locked", flush=True)
     sys.stdin.read()
 else:
-    with snapshot._lock(False):
+    with snapshot_lock.store_lock(sys.argv[1]):
         print("locked", flush=True)
         sys.stdin.read()
 """

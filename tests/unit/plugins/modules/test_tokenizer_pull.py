@@ -6,6 +6,7 @@ import os
 import stat
 
 import pytest
+from ansible_collections.sparkfold.cluster.plugins.module_utils import tokenizer
 from ansible_collections.sparkfold.cluster.plugins.module_utils.hub import hub_client
 from ansible_collections.sparkfold.cluster.plugins.modules import tokenizer_pull
 
@@ -83,7 +84,14 @@ def resolve_gets(hub_server):
 
 
 def pull(run, hub_server, model_dir, **extra):
-    args = {"model_dir": str(model_dir), "repo_id": QUANT, "revision": "v1.0", "endpoint": hub_server.url}
+    """Run the module as the weights role does: both revisions pinned to full commits (no warning)."""
+    args = {
+        "model_dir": str(model_dir),
+        "repo_id": QUANT,
+        "revision": QUANT_PIN,
+        "base_revision": BASE_PIN,
+        "endpoint": hub_server.url,
+    }
     args.update(extra)
     return run(args)
 
@@ -291,7 +299,9 @@ def test_diff_after_writing_and_when_present(run, hub_server, hub_data, model_di
 def test_tokenizer_missing_in_both_repos(run, hub_server, hub_data, model_dir):
     before = snapshot(model_dir)
     squashed = hub_data.pin(SQUASHED)
-    kind, result, _warnings = pull(run, hub_server, model_dir, base_repo_id=SQUASHED)
+    kind, result, _warnings = pull(
+        run, hub_server, model_dir, revision="v1.0", base_repo_id=SQUASHED, base_revision="main"
+    )
     assert kind == "fail"
     assert result["hub_error"] == "tokenizer_missing"
     assert result["msg"] == (
@@ -355,7 +365,7 @@ def test_base_model_read_from_the_readme_when_the_hub_gives_no_card_data(hub_ser
     info = api.model_info(QUANT, revision=QUANT_PIN, files_metadata=True)
     assert info.card_data.base_model == BASE
     info.card_data = None
-    assert tokenizer_pull.card_base_model(api, QUANT, QUANT_PIN, info) == [BASE]
+    assert tokenizer.card_base_model(api, QUANT, QUANT_PIN, info) == [BASE]
 
 
 def test_missing_model_revision_fails_before_writing(run, hub_server, model_dir):
@@ -377,7 +387,7 @@ def test_missing_base_revision(run, hub_server, model_dir):
 
 def test_gated_base_without_token(run, hub_server, model_dir):
     before = snapshot(model_dir)
-    kind, result, _warnings = pull(run, hub_server, model_dir, base_repo_id=GATED)
+    kind, result, _warnings = pull(run, hub_server, model_dir, base_repo_id=GATED, base_revision="main")
     assert kind == "fail"
     assert result["hub_error"] == "gated"
     assert result["msg"] == (
@@ -407,3 +417,44 @@ def test_directory_in_the_way(run, hub_server, model_dir):
     kind, result, _warnings = pull(run, hub_server, model_dir)
     assert kind == "fail"
     assert result["msg"] == f"{model_dir}/tokenizer.json exists and is not a regular file or a symlink; move it away"
+
+
+def unpinned(repo_id, revision, kind, commit, variable):
+    return (
+        f"revision {revision} of {repo_id} is a {kind}, not a pin: it resolved to commit {commit} on this run, but "
+        f"a {kind} can move, so the next run may deploy another commit. To pin it, set {variable} to {commit}"
+    )
+
+
+def test_branch_or_tag_revisions_warn_naming_the_variables(run, hub_server, hub_data, model_dir):
+    kind, result, warnings = pull(
+        run,
+        hub_server,
+        model_dir,
+        revision="v1.0",
+        base_revision="main",
+        revision_variable="weights_revision",
+        base_revision_variable="weights_base_revision",
+    )
+    assert kind == "exit", result
+    assert result["model_commit"] == QUANT_PIN
+    assert result["base_commit"] == BASE_PIN
+    assert result["files"] == expected_files(hub_data, BASE, BASE_PIN, BASE_FILES, "create")
+    assert warnings == [
+        unpinned(QUANT, "v1.0", "tag", QUANT_PIN, "weights_revision"),
+        unpinned(BASE, "main", "branch", BASE_PIN, "weights_base_revision"),
+    ]
+
+
+def test_unpinned_warning_without_variable_names_the_option(run, hub_server, hub_data, model_dir):
+    # the model has the tokenizer: no base model is consulted, so its revision gives no warning
+    kind, result, warnings = pull(run, hub_server, model_dir, repo_id=BASE, revision="main", base_revision="main")
+    assert kind == "exit", result
+    assert result["base_commit"] is None
+    assert warnings == [unpinned(BASE, "main", "branch", BASE_PIN, "this task's revision")]
+    # in check mode too, and a short sha is a commit: no warning for it
+    kind, result, warnings = pull(
+        run, hub_server, model_dir, revision=QUANT_PIN[:9], base_revision="main", _ansible_check_mode=True
+    )
+    assert kind == "exit", result
+    assert warnings[1:] == [unpinned(BASE, "main", "branch", BASE_PIN, "this task's base_revision")]
