@@ -52,8 +52,9 @@ def _zig_env():
     return env
 
 
-def build(source, prefix, optimize="Debug"):
-    """`zig build install native` with TensorFold's options; returns the bin directory (<prefix>/bin)."""
+def build(source, prefix, optimize="Debug", extra=()):
+    """`zig build install native` with TensorFold's options (and `extra` ones, e.g. the lab's -Dfamily=tp4);
+    returns the bin directory (<prefix>/bin)."""
     if importlib.util.find_spec("ziglang") is None:
         pytest.fail("the ziglang wheel is not installed: run `make setup` (requirements.txt pins ziglang==0.17.0)")
     arch = {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "aarch64", "arm64": "aarch64"}[platform.machine().lower()]
@@ -62,6 +63,7 @@ def build(source, prefix, optimize="Debug"):
         f"-Dtarget={arch}-linux-gnu", f"-Doptimize={optimize}",
         "-Dnvcc=/usr/local/cuda/bin/nvcc", "-Dsm=121",
         "--cache-dir", str(ROOT / ".cache" / "zig-local" / "engine"),
+        *extra,
         "--prefix", str(prefix),
     ]
     done = subprocess.run(

@@ -46,16 +46,24 @@ pub fn build(b: *std.Build) void {
     const sm = b.option(u32, "sm", "CUDA SM architecture, e.g. 121 for GB10 (recorded only)") orelse 0;
     const fatbins = b.option([]const u8, "fatbins", "Directory of prebuilt fatbins (recorded only)") orelse "none";
     const strip = b.option(bool, "strip", "Strip debug information from the binaries") orelse false;
+    // The lab's own option (TensorFold has none): which engine branch the simulator plays.
+    //   tp2: deepseek-v41-zig (the follower's flag table of lanes_main.zig @d6047e5)
+    //   tp4: deepseek-v41-zig-tp4 (the follower also takes --round-rows, --streams and --context, as the TP4
+    //        recipe's scripts/serve.sh passes them; rank 0 sizes its pool by TF_DS_WINDOW)
+    const family = b.option([]const u8, "family", "Engine branch the simulator plays: tp2 (default) or tp4 (lab only)") orelse "tp2";
+    if (!std.mem.eql(u8, family, "tp2") and !std.mem.eql(u8, family, "tp4"))
+        std.debug.panic("lab engine: -Dfamily is tp2 or tp4, got '{s}'", .{family});
 
     const triple = target.query.zigTriple(b.allocator) catch @panic("OOM");
     const build_info = b.fmt(
-        "target={s} cpu={s} optimize={s} nvcc={s} sm={d} fatbins={s} strip={} zig={s}",
-        .{ triple, target.result.cpu.model.name, @tagName(optimize), nvcc, sm, fatbins, strip, builtin.zig_version_string },
+        "target={s} cpu={s} optimize={s} nvcc={s} sm={d} fatbins={s} strip={} zig={s} family={s}",
+        .{ triple, target.result.cpu.model.name, @tagName(optimize), nvcc, sm, fatbins, strip, builtin.zig_version_string, family },
     );
 
     const options = b.addOptions();
     options.addOption([]const u8, "build_info", build_info);
     options.addOption([]const u8, "zig_version", required_zig_text);
+    options.addOption(bool, "tp4", std.mem.eql(u8, family, "tp4"));
     const options_module = options.createModule();
 
     const native_step = b.step("native", "Build tensorfold-native, tf-dsv41-lanes, tf-dsv41-rank-cache and the input tools (simulated engine)");

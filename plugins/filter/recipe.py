@@ -43,6 +43,8 @@ PLACEHOLDERS = {
     'context': 'serve.context',
     'parallel': 'serve.parallel',
     'streams': 'serve.streams',
+    'window': "serve.window (the streams' shared positions; serve.context when the recipe has none)",
+    'round_rows': "serve.round_rows (a round's rows)",
     'max_tokens': 'serve.max_tokens',
     'temperature': 'serve.temperature',
     'top_p': 'serve.top_p',
@@ -154,9 +156,18 @@ def recipe_problems(recipe):
         if recipe['serve']['parallel'] > recipe['serve']['streams']:
             problems.append(f"serve.parallel {recipe['serve']['parallel']} is more than serve.streams "
                             f"{recipe['serve']['streams']}: this engine serves TF_DS_STREAMS streams at once")
-    unknown = sorted(_placeholders([recipe['launch'], recipe.get('inputs', {})]) - set(PLACEHOLDERS))
+    serve = recipe['serve']
+    for key in ('window', 'round_rows'):
+        if key in serve and (not _is_type(serve[key], int) or serve[key] < 1):
+            problems.append(f'serve.{key} must be a whole number, got {serve[key]!r}')
+    if _is_type(serve.get('window'), int) and serve['window'] < serve['context']:
+        problems.append(f"serve.window {serve['window']} is less than serve.context {serve['context']}: "
+                        'the streams share the window, a request takes at most the context')
+    templates = [recipe['launch'], recipe.get('inputs', {}), (recipe.get('kit') or {}).get('verify', [])]
+    unknown = sorted(_placeholders(templates) - set(PLACEHOLDERS))
     if unknown:
-        problems.append(f"launch or inputs name unknown placeholders: {', '.join('{' + u + '}' for u in unknown)}")
+        names = ', '.join('{' + u + '}' for u in unknown)
+        problems.append(f'launch, inputs or kit.verify name unknown placeholders: {names}')
     return problems
 
 

@@ -9,7 +9,11 @@
 //! `tf-dsv41-lanes MODEL_DIR CACHE_DIR RANK WORLD MASTER_IP PORT KIT_DIR [--key value]...` (followers):
 //! lanes_main.zig (bertholomus/TensorFold zig/src/families/dsv41/lanes_main.zig
 //! @d6047e5dfd7a7921cd6acfbb3a9b3c05e0b0f04b): fewer than 7 positionals print the usage (exit 2); after
-//! them only `--key value` pairs, an unknown key is `error.BadArgument` (exit 1).
+//! them only `--key value` pairs, an unknown key is `error.BadArgument` (exit 1). The TP4 branch's follower
+//! (`-Dfamily=tp4`) also takes `--round-rows N` (16..48), `--streams N` (1..16) and `--context N`, the flags
+//! bertholomus/deepseek-v4.1-tensorfold-tp4-4xgb10 scripts/serve.sh @6033ea48 passes it (FOLLOW_FLAGS in
+//! config.env.example @64c3d74: "--round-rows 48 --streams 16 --pool 2097152 --context 1048576"); a key given
+//! twice keeps its last value (the later --pool is the shared window). The TP2 follower refuses them.
 
 const std = @import("std");
 
@@ -161,6 +165,10 @@ pub const Lanes = struct {
     engram: ?[]const u8 = null,
     token_map: ?[]const u8 = null,
     rdma_kernels: ?[]const u8 = null,
+    /// TP4 only: a round's rows, the pool's streams, a request's positions at most.
+    round_rows: ?u64 = null,
+    streams: ?u64 = null,
+    context: ?u64 = null,
 };
 
 pub const LanesResult = union(enum) {
@@ -171,8 +179,8 @@ pub const LanesResult = union(enum) {
     zig_error: []const u8,
 };
 
-/// Parses the arguments after the program name, as lanes_main.zig does.
-pub fn parseLanes(args: []const []const u8) LanesResult {
+/// Parses the arguments after the program name, as lanes_main.zig does (`tp4`: the TP4 branch's table).
+pub fn parseLanes(args: []const []const u8, tp4: bool) LanesResult {
     if (args.len < 7) return .usage;
     var o: Lanes = .{
         .model = args[0],
@@ -219,9 +227,16 @@ pub fn parseLanes(args: []const []const u8) LanesResult {
             o.token_map = val;
         } else if (std.mem.eql(u8, key, "--rdma-kernels")) {
             o.rdma_kernels = val;
+        } else if (tp4 and std.mem.eql(u8, key, "--round-rows")) {
+            o.round_rows = parseIntErr(val) catch |e| return .{ .zig_error = @errorName(e) };
+        } else if (tp4 and std.mem.eql(u8, key, "--streams")) {
+            o.streams = parseIntErr(val) catch |e| return .{ .zig_error = @errorName(e) };
+        } else if (tp4 and std.mem.eql(u8, key, "--context")) {
+            o.context = parseIntErr(val) catch |e| return .{ .zig_error = @errorName(e) };
         } else return .{ .zig_error = "BadArgument" };
     }
     if (o.parallel == 0 or o.parallel > lanes_max_streams) return .{ .zig_error = "BadArgument" };
+
     return .{ .ok = o };
 }
 
@@ -266,15 +281,27 @@ test "serve: refusals worded as argparse words them" {
 
 test "lanes: positionals, then --key value pairs only" {
     const base = [_][]const u8{ "/m", "/c", "1", "2", "10.0.0.1", "29620", "/kit" };
-    try testing.expect(parseLanes(base[0..6]) == .usage);
-    const ok = parseLanes(&(base ++ [_][]const u8{ "--pool", "1048576", "--graphs", "1", "--rdma", "a,b", "--engram", "/e", "--token-map", "/t" })).ok;
+    try testing.expect(parseLanes(base[0..6], false) == .usage);
+    const ok = parseLanes(&(base ++ [_][]const u8{ "--pool", "1048576", "--graphs", "1", "--rdma", "a,b", "--engram", "/e", "--token-map", "/t" }), false).ok;
     try testing.expectEqual(@as(u64, 1048576), ok.pool);
     try testing.expect(ok.graphs and !ok.side and ok.drafts);
     try testing.expectEqualStrings("a,b", ok.rdma.?);
-    try testing.expectEqual(default_pool, parseLanes(&base).ok.pool);
-    try testing.expectEqualStrings("BadArgument", parseLanes(&(base ++ [_][]const u8{ "--bogus", "1" })).zig_error);
-    try testing.expectEqualStrings("BadArgument", parseLanes(&(base ++ [_][]const u8{"--pool"})).zig_error);
-    try testing.expectEqualStrings("BadArgument", parseLanes(&(base ++ [_][]const u8{"--pool=4"})).zig_error);
-    try testing.expectEqualStrings("BadArgument", parseLanes(&(base ++ [_][]const u8{ "--parallel", "5" })).zig_error);
-    try testing.expectEqualStrings("InvalidCharacter", parseLanes(&(base ++ [_][]const u8{ "--pool", "x" })).zig_error);
+    try testing.expectEqual(default_pool, parseLanes(&base, false).ok.pool);
+    try testing.expectEqualStrings("BadArgument", parseLanes(&(base ++ [_][]const u8{ "--bogus", "1" }), false).zig_error);
+    try testing.expectEqualStrings("BadArgument", parseLanes(&(base ++ [_][]const u8{"--pool"}), false).zig_error);
+    try testing.expectEqualStrings("BadArgument", parseLanes(&(base ++ [_][]const u8{"--pool=4"}), false).zig_error);
+    try testing.expectEqualStrings("BadArgument", parseLanes(&(base ++ [_][]const u8{ "--parallel", "5" }), false).zig_error);
+    try testing.expectEqualStrings("InvalidCharacter", parseLanes(&(base ++ [_][]const u8{ "--pool", "x" }), false).zig_error);
+}
+
+test "lanes: the TP4 follower's flags, refused by the TP2 follower" {
+    const base = [_][]const u8{ "/m", "/c", "3", "4", "10.0.0.1", "29760", "/kit" };
+    const tp4 = base ++ [_][]const u8{ "--pool", "1048576", "--rdma", "a,b", "--round-rows", "48", "--streams", "16", "--pool", "2097152", "--context", "1048576" };
+    const ok = parseLanes(&tp4, true).ok;
+    try testing.expectEqual(@as(u64, 2097152), ok.pool); // the later --pool wins
+    try testing.expectEqual(@as(?u64, 48), ok.round_rows);
+    try testing.expectEqual(@as(?u64, 16), ok.streams);
+    try testing.expectEqual(@as(?u64, 1048576), ok.context);
+    try testing.expectEqualStrings("BadArgument", parseLanes(&tp4, false).zig_error);
+    try testing.expectEqualStrings("InvalidCharacter", parseLanes(&(base ++ [_][]const u8{ "--streams", "many" }), true).zig_error);
 }

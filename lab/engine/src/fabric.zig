@@ -138,6 +138,8 @@ pub const Switch = struct {
 pub const Expect = struct {
     /// --context (the pool holds --context positions for every stream together)
     context: u64,
+    /// TP4 branch: TF_DS_WINDOW, the streams' shared pool (null: the pool is --context)
+    window: ?u64 = null,
     /// TF_RDMA_DEVICES (null: unset or empty)
     rdma: ?[]const u8,
     drafts: bool,
@@ -156,7 +158,13 @@ pub const Expect = struct {
 pub fn mismatch(arena: std.mem.Allocator, e: *const Expect, h: Hello) std.mem.Allocator.Error!?[]const u8 {
     const r = h.rank;
     const pool = h.pool orelse return try std.fmt.allocPrint(arena, "rank {d} sent no pool (an older follower?)", .{r});
-    if (pool != e.context) return try std.fmt.allocPrint(
+    if (e.window) |window| {
+        if (pool != window) return try std.fmt.allocPrint(
+            arena,
+            "rank {d}'s --pool {d} is not rank 0's TF_DS_WINDOW {d}: the streams share one window on every rank (the follower keeps its last --pool)",
+            .{ r, pool, window },
+        );
+    } else if (pool != e.context) return try std.fmt.allocPrint(
         arena,
         "rank {d}'s --pool {d} is not rank 0's --context {d}: the pool holds --context positions for every stream together",
         .{ r, pool, e.context },
@@ -556,6 +564,12 @@ test "HELLO round trip and the consistency checks" {
     var h = back;
     h.pool = 4227072;
     try testing.expectEqualStrings("rank 1's --pool 4227072 is not rank 0's --context 1048576: the pool holds --context positions for every stream together", (try mismatch(a, &e, h)).?);
+    var tp4 = e;
+    tp4.window = 2097152;
+    h.pool = 1048576;
+    try testing.expectEqualStrings("rank 1's --pool 1048576 is not rank 0's TF_DS_WINDOW 2097152: the streams share one window on every rank (the follower keeps its last --pool)", (try mismatch(a, &tp4, h)).?);
+    h.pool = 2097152;
+    try testing.expectEqual(@as(?[]const u8, null), try mismatch(a, &tp4, h));
     h = back;
     h.rdma = "a,b";
     var e2 = e;

@@ -32,6 +32,7 @@ const http = @import("http.zig");
 const recipe = @import("recipe.zig");
 const cli = @import("cli.zig");
 const inputs = @import("inputs.zig");
+const build_options = @import("build_options");
 
 const log = common.log;
 const refuse = common.refuse;
@@ -116,6 +117,14 @@ pub fn main(init: std.process.Init) !u8 {
         const rows = std.fmt.parseInt(u64, t, 10) catch refuse(bad_round_rows, .{});
         if (rows < 16 or rows > 48) refuse(bad_round_rows, .{});
     }
+    // The TP4 branch (-Dfamily=tp4): TF_DS_WINDOW is the streams' shared pool, at least --context
+    // (bertholomus/deepseek-v4.1-tensorfold-tp4-4xgb10 config.env.example @64c3d74: "WINDOW=2097152 # the
+    // streams' shared positions", CONTEXT "a request's positions at most"). The TP2 branch does not read it.
+    const window: ?u64 = if (!build_options.tp4) null else if (env.str("TF_DS_WINDOW")) |t| blk: {
+        const w = std.fmt.parseInt(u64, t, 10) catch refuse("TF_DS_WINDOW={s} is not a number of positions", .{t});
+        if (w < opts.context) refuse("TF_DS_WINDOW {d} is less than --context {d}: the streams share the window, a request takes at most --context of it", .{ w, opts.context });
+        break :blk w;
+    } else null;
     if (opts.parallel > streams) refuse(no_free_slot ++ " (--parallel {d}, TF_DS_STREAMS {d})", .{ opts.parallel, streams });
     const rdma: ?[]const u8 = env.str("TF_RDMA_DEVICES"); // empty is unset (native.zig nonEmpty)
     const graphs = switchVar(env, "TF_DS_GRAPHS", "--graphs");
@@ -186,6 +195,7 @@ pub fn main(init: std.process.Init) !u8 {
     for (caches, 0..) |*c, r| c.* = try arena.dupe(u8, &inputs.expectedCacheHash(io, arena, model_path, @intCast(r), world));
     const expect: fabric.Expect = .{
         .context = opts.context,
+        .window = window,
         .rdma = rdma,
         .drafts = opts.drafts,
         .graphs = graphs,

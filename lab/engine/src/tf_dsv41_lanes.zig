@@ -22,6 +22,7 @@ const model = @import("model.zig");
 const fabric = @import("fabric.zig");
 const recipe = @import("recipe.zig");
 const cli = @import("cli.zig");
+const build_options = @import("build_options");
 const inputs = @import("inputs.zig");
 
 const log = common.log;
@@ -58,7 +59,7 @@ pub fn main(init: std.process.Init) !u8 {
         std.debug.print("{s}", .{usage});
         return 0;
     }
-    const o = switch (cli.parseLanes(args[1..])) {
+    const o = switch (cli.parseLanes(args[1..], build_options.tp4)) {
         .usage => {
             std.debug.print("{s}", .{usage});
             return common.exit_refused;
@@ -73,6 +74,10 @@ pub fn main(init: std.process.Init) !u8 {
     if (world != 2 and world != 4) refuse("WORLD {d}: the native DeepSeek-V4.1 engine runs tensor parallel over two GPUs or the four nodes of the 2D split (WORLD 2 or 4)", .{world});
     if (rank < 1 or rank >= world) refuse("RANK must be in 1..{d} for a follower, got {d}", .{ world - 1, rank });
     if (port == 0) refuse("PORT must not be 0", .{});
+    // The TP4 follower's flags, checked as rank 0 checks TF_DS_ROUND_ROWS / TF_DS_STREAMS (native.zig's words).
+    if (o.round_rows) |rows| if (rows < 16 or rows > 48) refuse("--round-rows {d}: a round's rows at most, 16 .. 48", .{rows});
+    if (o.streams) |n| if (n < 1 or n > 16) refuse("--streams {d}: the pool's streams, 1 .. 16", .{n});
+    if (o.context) |c| if (c > o.pool) refuse("--context {d} is more than --pool {d}: the streams share the pool, a request takes at most --context of it", .{ c, o.pool });
 
     log("started (TensorFold SIMULATOR {s}, patches={s}): model={s} cache={s} rank={d} world={d} master={s}:{d} kit={s} pool={d} drafts={} graphs={} side={} prefetch={} aio={} rdma={s} engram={s} token_map={s}", .{
         recipe.sim_version, recipe.applied_patches, o.model,  o.cache, rank,       world, o.master,          port,                o.kit,
@@ -83,7 +88,11 @@ pub fn main(init: std.process.Init) !u8 {
     const found = model.check(io, arena, o.model);
     const cache = inputs.checkRankCache(io, arena, "CACHE_DIR", o.cache, o.model, rank, world);
     const kit = inputs.checkKit(io, arena, "KIT_DIR", o.kit, true, false);
-    if (kit.rope_rows < o.pool) refuse("the kit's RoPE tables hold {d} rows, --pool asks for {d} (KIT_DIR {s}/rope.json)", .{ kit.rope_rows, o.pool, o.kit });
+    // A request's positions at most: --context where the TP4 follower is given one (its pool is the shared
+    // window), else the pool.
+    if (o.context) |c| {
+        if (kit.rope_rows < c) refuse("the kit's RoPE tables hold {d} rows, --context asks for {d} (KIT_DIR {s}/rope.json)", .{ kit.rope_rows, c, o.kit });
+    } else if (kit.rope_rows < o.pool) refuse("the kit's RoPE tables hold {d} rows, --pool asks for {d} (KIT_DIR {s}/rope.json)", .{ kit.rope_rows, o.pool, o.kit });
     if (o.engram != null and o.token_map == null) refuse("--engram needs --token-map (the compressed token map, make_token_map.py): --engram DIR --token-map FILE", .{});
     if (o.token_map != null and o.engram == null) refuse("--token-map needs --engram: --engram DIR --token-map FILE", .{});
     if (o.engram) |dir| inputs.checkEngram(io, "--engram", dir);

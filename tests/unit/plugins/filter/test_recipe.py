@@ -74,7 +74,7 @@ def test_consistency_rules():
     assert "engine.commit must be a full 40-hex commit sha, got 'fbbc971'" in problems
     assert any(p.startswith('serve.parallel 5 is more than serve.streams 4') for p in problems)
     assert any(p.startswith("launch.rank0.program 'tensorfold' is not one of engine.programs") for p in problems)
-    assert 'launch or inputs name unknown placeholders: {pool_size}' in problems
+    assert 'launch, inputs or kit.verify name unknown placeholders: {pool_size}' in problems
     assert 'world must be at least 2 (a tensor-parallel group), got 1' in problems
 
 
@@ -142,3 +142,67 @@ def test_render_refuses_a_missing_value_and_a_list_inside_a_word():
 def test_check_passes_the_recipe_through():
     r = load(TP2)
     assert recipe_check(copy.deepcopy(r)) == r
+
+
+TP4 = ROOT / 'roles' / 'recipe' / 'recipes' / 'dsv41-flash-tp4-zig.yml'
+
+# bertholomus/deepseek-v4.1-tensorfold-tp4-4xgb10 scripts/serve.sh @6033ea48 with config.env.example @64c3d74's
+# values, as the container sees its mounts (/model, /cache, /kit, /engram), for rank 3. The recipe runs the
+# engine's embedded RDMA kernels (its `unverified` list says why), so `--rdma-kernels /engine/rdma_gather.fatbin`
+# is left out of the follower's line and TF_DS_RDMA_KERNELS out of rank 0's environment.
+TP4_FOLLOWER = (
+    '/model /cache/rank-cache 3 4 $MASTER_IP 29760 /kit --pool 1048576 --engram /engram '
+    '--token-map /cache/dsv41_token_map.json --rdma $RDMA_HCA --graphs 1 --side 1 --prefetch 1 --aio 1 '
+    '--round-rows 48 --streams 16 --pool 2097152 --context 1048576')
+TP4_RANK0 = (
+    'serve /model --host 127.0.0.1 --port 18091 --name DeepSeek-V4.1-Flash-TP4 --context 1048576 --parallel 16 '
+    '--thinking --max-tokens 32768 --temperature 1.0 --top-p 0.95 --top-k 20 --backend cuda')
+TP4_RANK0_ENV = (
+    'TF_TP_WORLD=4 TF_TP_MASTER=$MASTER_IP TF_TP_PORT=29760 TF_DS_RANK_CACHE=/cache/rank-cache TF_DS_KIT=/kit '
+    'TENSORFOLD_CUDA_KERNELS=/kit/aot TF_DS_ENGRAM=/engram TF_DS_TOKEN_MAP=/cache/dsv41_token_map.json '
+    'TF_DS_GRAPHS=1 TF_DS_HC_SIDE=1 TF_DS_L2_PREFETCH=1 TF_DS_ENGRAM_AIO=1 '
+    'TF_DS_2D_GU=parity TF_DS_ROUND_ROWS=48 TF_DS_STREAMS=16 TF_DS_SERVED_K=solo TF_DS_WINDOW=2097152 '
+    'TF_DS_ROUND_MS=14.5,17.4,19.9,22.3,24.0,25.9,27.2,28.5,29.9,31.2,32.5,33.8,35.2,36.5,37.8,39.2,40.5,41.8,'
+    '43.2,44.5,45.8,47.1,48.5,49.8,51.1,52.5,53.8,55.1,56.5,57.8,59.1,60.4,61.8,63.1,64.4,65.8,67.1,68.4,69.8,'
+    '71.1,72.4,73.7,75.1,76.4,77.7,79.1,80.4,81.7 TF_RDMA_DEVICES=$RDMA_HCA')
+
+
+def tp4_values(rank):
+    r = load(TP4)
+    serve = r['serve']
+    return values(
+        model_dir='/model', rank_cache_dir='/cache/rank-cache', kit_dir='/kit', engram_dir='/engram',
+        token_map='/cache/dsv41_token_map.json', master='$MASTER_IP', rendezvous_port=r['launch']['rendezvous_port'],
+        rdma_devices='$RDMA_HCA', rank=rank, world=r['world'], host='127.0.0.1', port=18091,
+        served_name='DeepSeek-V4.1-Flash-TP4', context=serve['context'], parallel=serve['parallel'],
+        streams=serve['streams'], window=serve['window'], round_rows=serve['round_rows'],
+        max_tokens=serve['max_tokens'], temperature=serve['temperature'], top_p=serve['top_p'], top_k=serve['top_k'],
+        backend=serve['backend'])
+
+
+def test_tp4_recipe_renders_the_launch_of_its_serve_script():
+    r = load(TP4)
+    assert recipe_render(r['launch']['follower']['args'], tp4_values(3)) == TP4_FOLLOWER.split()
+    assert recipe_render(r['launch']['rank0']['args'], tp4_values(0)) == TP4_RANK0.split()
+    env = recipe_render(r['launch']['env'], tp4_values(0))
+    env.update(recipe_render(r['launch']['rank0']['env'], tp4_values(0)))
+    assert env == dict(pair.split('=', 1) for pair in TP4_RANK0_ENV.split())
+    # every rank gets ENGINE_ENV and the link's devices (serve.sh's rank() for ranks 3, 2, 1)
+    follower_env = recipe_render(r['launch']['env'], tp4_values(3))
+    assert follower_env['TF_DS_WINDOW'] == '2097152' and follower_env['TF_RDMA_DEVICES'] == '$RDMA_HCA'
+    assert r['world'] == 4 and r['launch']['order'] == 'followers_first'
+    assert r['engine']['commit'] == '59402086381a42c74d53053443224eec2790b4c5'
+    assert recipe_render(r['inputs']['args'], tp4_values(2)) == ['/model', '<inputs_dir>', '2']
+    assert recipe_render(r['kit']['verify'], tp4_values(0)) == ['verify_kit.sh', '/model']
+
+
+def test_window_and_round_rows_are_checked():
+    r = load(TP4)
+    r['serve']['window'] = 1000
+    r['serve']['round_rows'] = 'many'
+    problems = recipe_problems(r)
+    assert any(p.startswith('serve.window 1000 is less than serve.context 1048576') for p in problems)
+    assert "serve.round_rows must be a whole number, got 'many'" in problems
+    r = load(TP4)
+    r['kit']['verify'].append('{original_dir}')
+    assert 'launch, inputs or kit.verify name unknown placeholders: {original_dir}' in recipe_problems(r)
