@@ -715,3 +715,10 @@ def _compute_pins():
 
 
 QUANT_PIN, BASE_PIN, SQUASHED_PIN, ORIGINAL_PIN, KIT_PIN, SWITCH_A, SWITCH_B = _compute_pins()
+
+
+def quant_args(local_dir, **extra):
+    """hub_snapshot's arguments for the fixture quant at its pin into ``local_dir``, plus ``extra`` (unit tests)."""
+    args = {"repo_id": QUANT, "revision": QUANT_PIN, "local_dir": str(local_dir)}
+    args.update(extra)
+    return args

@@ -19,35 +19,21 @@ from ansible_collections.sparkfold.cluster.plugins.module_utils.manifest import 
 from ansible_collections.sparkfold.cluster.plugins.modules import hub_snapshot
 
 from tests.hub import fixtures
-from tests.unit.module_runner import module_runner
+from tests.hub.fixtures import quant_args as quant
 
 SHARD = "model-00001-of-00003.safetensors"
 MODULE_PATH = os.path.abspath(hub_snapshot.__file__)
 
 
 @pytest.fixture
-def run(monkeypatch, hub_server):
+def run(snapshot):
     """run(args) -> (kind, result): hub_snapshot.main() in-process, endpoint = the test Hub; run.warnings."""
-    run_module = module_runner(monkeypatch, hub_snapshot.main)
 
     def _run(args):
-        args = dict(args)
-        args.setdefault("endpoint", hub_server.url)
-        return run_module(args)[:2]
+        return snapshot(args)[:2]
 
-    _run.warnings = run_module.warnings
+    _run.warnings = snapshot.warnings
     return _run
-
-
-@pytest.fixture
-def store(tmp_path):
-    return tmp_path / "store"
-
-
-def quant(store, **extra):
-    args = {"repo_id": fixtures.QUANT, "revision": fixtures.QUANT_PIN, "local_dir": str(store)}
-    args.update(extra)
-    return args
 
 
 def sha256_of(path):

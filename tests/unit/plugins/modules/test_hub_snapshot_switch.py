@@ -27,13 +27,9 @@ MODULE_PATH = os.path.abspath(hub_snapshot.__file__)
 
 
 @pytest.fixture
-def run(monkeypatch, hub_server):
-    run_module = module_runner(monkeypatch, hub_snapshot.main)
-
+def run(snapshot):
     def _run(args):
-        args = dict(args)
-        args.setdefault("endpoint", hub_server.url)
-        return run_module(args)[:2]
+        return snapshot(args)[:2]
 
     return _run
 

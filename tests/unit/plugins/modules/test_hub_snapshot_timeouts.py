@@ -6,43 +6,21 @@ slow machine) and that the message names the host, the wait and the option to ch
 """
 
 import os
-import time
 
 import pytest
 from ansible_collections.sparkfold.cluster.plugins.module_utils.hub_download import STALL_ATTEMPTS
-from ansible_collections.sparkfold.cluster.plugins.modules import hub_snapshot
 
 from tests.hub import fixtures
-from tests.unit.module_runner import module_runner
+from tests.hub.fixtures import quant_args as quant
 
 SHARD = "model-00001-of-00003.safetensors"
 SLACK = 3.0  # seconds a slow CI machine may add to a deadline
 
 
 @pytest.fixture
-def run(monkeypatch, hub_server):
+def run(snapshot):
     """run(args) -> (kind, result, seconds the run took)."""
-    run_module = module_runner(monkeypatch, hub_snapshot.main)
-
-    def _run(args):
-        args = dict(args)
-        args.setdefault("endpoint", hub_server.url)
-        start = time.monotonic()
-        kind, result, _warnings = run_module(args)
-        return kind, result, time.monotonic() - start
-
-    return _run
-
-
-@pytest.fixture
-def store(tmp_path):
-    return tmp_path / "store"
-
-
-def quant(store, **extra):
-    args = {"repo_id": fixtures.QUANT, "revision": fixtures.QUANT_PIN, "local_dir": str(store)}
-    args.update(extra)
-    return args
+    return snapshot
 
 
 def host_of(server):
