@@ -9,16 +9,10 @@ collected its own problems (preflight, cuda, fabric, storage, engine_service).
 from __future__ import annotations
 
 import json
-import os
-import pathlib
 import re
-import subprocess
 import sys
 
-from tests.unit.roles.test_role_inputs import _collections_path
-
-REPO = pathlib.Path(__file__).resolve().parents[3]
-ANSIBLE_PLAYBOOK = pathlib.Path(sys.executable).parent / "ansible-playbook"
+from tests.unit.playbook import run_playbook
 
 PLAY = """
 - name: Collect and fail once
@@ -51,13 +45,8 @@ def _run(tmp_path, problems, hint="''", unreported="''", extra=()):
             f"    {h}:\n      ansible_connection: local\n      ansible_python_interpreter: {sys.executable}\n"
             for h in ("node-a", "node-b")))
     (tmp_path / "play.yml").write_text(PLAY.format(hint=hint, unreported=unreported))
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=_collections_path(),
-               ANSIBLE_NOCOLOR="1", ANSIBLE_CALLBACK_RESULT_FORMAT="json", ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
-               ANSIBLE_HOME=str(tmp_path / "home"))
-    return subprocess.run(
-        [str(ANSIBLE_PLAYBOOK), "-i", str(tmp_path / "inventory.yml"), str(tmp_path / "play.yml"),
-         "-e", json.dumps({"problems": problems}), *extra],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
+    return run_playbook(tmp_path / "play.yml", tmp_path / "inventory.yml", tmp_path,
+                        ["-e", json.dumps({"problems": problems}), *extra])
 
 
 def _fatals(out):

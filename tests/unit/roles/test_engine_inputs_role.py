@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import pathlib
 import re
-import subprocess
 import sys
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[3]
+from tests.unit.playbook import run_playbook
+
 OLD = "d17a1af21a75dff84c12b89ae207cd43c05865a7"
 NEW = "5b0c0a2a1c4a6f2b7e1d3c5a7b9d1f3e5a7c9b1d"
 REPO = "sparkfold-test/dsv41-flash-exl3"
@@ -80,20 +79,7 @@ def store_holds(node, commit):
 
 
 def converge(node):
-    env = dict(os.environ)
-    env.update(
-        {
-            "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-            "ANSIBLE_COLLECTIONS_PATH": str(ROOT / ".collections"),
-            "ANSIBLE_LOCAL_TEMP": str(node / "ansible-tmp"),
-            "ANSIBLE_NOCOLOR": "1",
-            "ANSIBLE_FORCE_COLOR": "0",
-        }
-    )
-    result = subprocess.run(
-        [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", str(node / "play.yml")],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
-    )
+    result = run_playbook(node / "play.yml", "localhost,", node, env={"ANSIBLE_CALLBACK_RESULT_FORMAT": "yaml"})
     assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
     return " ".join(result.stdout.split())
 

@@ -12,28 +12,17 @@ would come wrapped in the templating chain.
 from __future__ import annotations
 
 import json
-import os
-import pathlib
 import re
-import subprocess
 import sys
 
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parents[3]
-ANSIBLE_PLAYBOOK = pathlib.Path(sys.executable).parent / "ansible-playbook"
+from tests.unit.playbook import run_playbook
 
 RAILS = [
     {"name": "rail0", "interface": "enp1s0f1np1", "cidr": "192.168.100.0/24", "rdma_device": "rocep1s0f1"},
     {"name": "rail1", "interface": "enP2p1s0f1np1", "cidr": "192.168.101.0/24", "rdma_device": "roceP2p1s0f1"},
 ]
-
-
-def _collections_path():
-    linked = REPO / ".collections"
-    if linked.is_dir():
-        return str(linked)
-    return str(REPO.parents[2])  # .../ansible_collections/sparkfold/cluster under ansible-test
 
 
 def _run(tmp_path, role, extra_vars):
@@ -43,15 +32,7 @@ def _run(tmp_path, role, extra_vars):
     (tmp_path / "play.yml").write_text(
         f"- name: Bad input\n  hosts: sparks\n  gather_facts: false\n"
         f"  roles:\n    - sparkfold.cluster.{role}\n")
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"),
-               ANSIBLE_COLLECTIONS_PATH=_collections_path(), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_CALLBACK_RESULT_FORMAT="json", ANSIBLE_LOCAL_TEMP=str(tmp_path / "tmp"),
-               ANSIBLE_HOME=str(tmp_path / "home"))
-    proc = subprocess.run(
-        [str(ANSIBLE_PLAYBOOK), "-i", str(tmp_path / "inventory.yml"), str(tmp_path / "play.yml"),
-         "-e", json.dumps(extra_vars)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)
-    return proc
+    return run_playbook(tmp_path / "play.yml", tmp_path / "inventory.yml", tmp_path, ["-e", json.dumps(extra_vars)])
 
 
 def _fatal(proc):

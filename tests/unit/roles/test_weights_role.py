@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import json
 import os
-import pathlib
 import re
 import socket
-import subprocess
 import sys
 
 import pytest
 
 from tests.hub import fixtures
+from tests.unit.playbook import run_playbook
 
-ROOT = pathlib.Path(__file__).resolve().parents[3]
 ENGRAM_FILES = [
     "config.json",
     "model-00047-of-00048.safetensors",
@@ -81,23 +79,8 @@ def playbook(tmp_path, endpoint, revision):
 
 
 def run(tmp_path, endpoint, revision, check=True):
-    env = dict(os.environ)
-    env.update(
-        {
-            "ANSIBLE_CONFIG": str(ROOT / "ansible.cfg"),
-            "ANSIBLE_COLLECTIONS_PATH": str(ROOT / ".collections"),
-            "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"),
-            "ANSIBLE_NOCOLOR": "1",
-            "ANSIBLE_FORCE_COLOR": "0",
-            "ANSIBLE_CALLBACK_RESULT_FORMAT": "json",
-            "HF_HOME": str(tmp_path / "hf-home"),
-        }
-    )
-    result = subprocess.run(
-        [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
-         str(playbook(tmp_path, endpoint, revision))],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False,
-    )
+    result = run_playbook(playbook(tmp_path, endpoint, revision), "localhost,", tmp_path,
+                          env={"HF_HOME": str(tmp_path / "hf-home")}, timeout=600)
     if check:
         assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
     return result

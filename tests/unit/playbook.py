@@ -1,0 +1,34 @@
+# Copyright: (c) 2026, sparkfold developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Run ansible-playbook from the unit tests (roles against local hosts, no lab), one way for all of them."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+ANSIBLE_PLAYBOOK = pathlib.Path(sys.executable).parent / "ansible-playbook"
+
+
+def collections_path():
+    """Where this collection is installed: .collections (scripts/setup), or the ansible-test tree."""
+    linked = REPO / ".collections"
+    if linked.is_dir():
+        return str(linked)
+    return str(REPO.parents[2])  # .../ansible_collections/sparkfold/cluster under ansible-test
+
+
+def run_playbook(playbook, inventory, tmp, args=(), env=None, timeout=300):
+    """ansible-playbook -i INVENTORY PLAYBOOK ARGS with the repository's ansible.cfg, plain text and JSON
+    results, temporary files under ``tmp``; returns the CompletedProcess (never raises on failure)."""
+    full_env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=collections_path(),
+                    ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_CALLBACK_RESULT_FORMAT="json",
+                    ANSIBLE_LOCAL_TEMP=str(pathlib.Path(tmp) / "ansible-tmp"),
+                    ANSIBLE_HOME=str(pathlib.Path(tmp) / "ansible-home"))
+    full_env.update(env or {})
+    return subprocess.run(
+        [str(ANSIBLE_PLAYBOOK), "-i", str(inventory), str(playbook), *args],
+        cwd=tmp, env=full_env, capture_output=True, text=True, timeout=timeout, check=False)
