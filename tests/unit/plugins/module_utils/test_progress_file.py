@@ -28,7 +28,6 @@ def test_step_progress_file(tmp_path):
     StepProgress(None, 1).finished("nothing written")
 
 
-
 def test_snapshot_progress_writes_at_most_every_interval_unless_forced(tmp_path):
     path = tmp_path / "progress.json"
     progress = SnapshotProgress(str(path), "c" * 40, files_total=2, bytes_total=10, interval=3600)
