@@ -32,4 +32,3 @@ def snapshot(monkeypatch, hub_server):
 @pytest.fixture
 def store(tmp_path):
     return tmp_path / "store"
-
