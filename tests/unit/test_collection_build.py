@@ -52,6 +52,7 @@ FORBIDDEN_PREFIXES = (
     "molecule/",
     "lab/",
     "inventory/lab/",
+    "inventory/lab-tp4/",
     "scripts/",
     "benchmarks/",
     "bench-runs/",
