@@ -260,7 +260,7 @@ def _table(host, rows):
             lines.append(f"{'':<{width}}  {'':<5}  -> {r['advice']}")
         for line in r["journal"]:
             lines.append(f"{'':<{width}}  {'':<5}  | {line}")
-    return [f"--- {host} ---"] + lines
+    return [f"--- {host} ---", *lines]
 
 
 def doctor_report(facts, expect):
@@ -293,8 +293,23 @@ def doctor_report(facts, expect):
     }
 
 
+def doctor_pings(rails, peers):
+    """The pings from this node's rails to each peer's address on the rail of the same name."""
+    if not isinstance(rails, list) or not isinstance(peers, dict):
+        raise AnsibleFilterError("doctor_pings: expects this node's fabric plan and a dict of peer -> its plan")
+    pings = []
+    for peer in sorted(peers):
+        theirs = {rail["name"]: rail for rail in peers[peer] or []}
+        for rail in rails:
+            if rail["name"] not in theirs:
+                raise AnsibleFilterError(f"doctor_pings: {peer} has no rail {rail['name']} (fabric_rails differ)")
+            pings.append({"interface": rail["interface"], "address": theirs[rail["name"]]["address"],
+                          "size": int(rail["mtu"]) - 28, "peer": peer, "rail": rail["name"]})
+    return pings
+
+
 class FilterModule:
     """sparkfold doctor filters."""
 
     def filters(self):
-        return {"doctor_report": doctor_report}
+        return {"doctor_report": doctor_report, "doctor_pings": doctor_pings}

@@ -19,8 +19,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_client import EngineClient
 from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_readiness import Final, Probe, wait_ready
-from ansible_collections.sparkfold.cluster.plugins.module_utils.gpu import GpuParseError, gpu_facts, parse_meminfo
-from ansible_collections.sparkfold.cluster.plugins.module_utils.gpu import NO_DEVICES, QUERY_ARGS
+from ansible_collections.sparkfold.cluster.plugins.module_utils.gpu import (
+    NO_DEVICES,
+    QUERY_ARGS,
+    GpuParseError,
+    gpu_facts,
+    parse_meminfo,
+)
 from ansible_collections.sparkfold.cluster.plugins.module_utils.roce import SysfsError, gather_roce_facts
 from ansible_collections.sparkfold.cluster.plugins.module_utils.store_check import StoreError, verify_store
 
@@ -148,7 +153,8 @@ def read_unit(run, unit, journal_lines):
         state[key] = props.get(key)
     state["journal"] = []
     if state["ActiveState"] != "active" and journal_lines > 0:
-        jrc, jout, _jerr = run(["journalctl", "--no-pager", "--output=cat", f"--lines={journal_lines}", f"--unit={unit}"])
+        argv = ["journalctl", "--no-pager", "--output=cat", f"--lines={journal_lines}", f"--unit={unit}"]
+        jrc, jout, _jerr = run(argv)
         if jrc == 0:
             state["journal"] = [line for line in (jout or "").splitlines() if line.strip()]
     return state

@@ -7,7 +7,7 @@ import os
 import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
-from ansible_collections.sparkfold.cluster.plugins.filter.doctor import doctor_report
+from ansible_collections.sparkfold.cluster.plugins.filter.doctor import doctor_pings, doctor_report
 from ansible_collections.sparkfold.cluster.plugins.module_utils.roce import gather_roce_facts
 
 HERE = os.path.dirname(__file__)
@@ -86,7 +86,8 @@ def test_a_rail_at_mtu_1500_says_to_run_the_fabric_playbook():
     assert not report["ok"]
     link = row(report, "rail0 enp1s0f1np1 link")
     assert link["state"] == "FAIL"
-    assert "MTU 1500 is not the plan's 9000: ansible-playbook -i inventory/example playbooks/fabric.yml" in link["advice"]
+    fix = "MTU 1500 is not the plan's 9000: ansible-playbook -i inventory/example playbooks/fabric.yml"
+    assert fix in link["advice"]
     assert row(report, "ping spark-b via enp1s0f1np1")["state"] == "FAIL"
     assert row(report, "ping spark-b via enP2p1s0f1np1")["state"] == "ok"
     assert report["problems"][0].startswith("spark-a: rail0 enp1s0f1np1 link: up, MTU 1500")
@@ -112,20 +113,21 @@ def test_the_lab_says_what_it_cannot_show():
     facts["gpu"], facts["packages"], facts["machine"] = None, {}, "x86_64"
     report = doctor_report(facts, expect(lab=True))
     assert report["ok"], report["problems"]
-    assert "spark-a: rail0 enp1s0f1np1 RoCE: RoCE port and GID index: not available in the lab" in report["not_available"]
+    lab = "not available in the lab"
+    assert f"spark-a: rail0 enp1s0f1np1 RoCE: RoCE port and GID index: {lab}" in report["not_available"]
     assert "spark-a: driver and NCCL: no GPU: not available in the lab" in report["not_available"]
     assert "speed not available in the lab" in row(report, "rail0 enp1s0f1np1 link")["seen"]
 
 
 def test_a_missing_shard_on_a_worker_says_the_worker_copies_it_again():
     facts = healthy_facts()
-    facts["stores"][0].update(ok=False, problems=[{"path": "model-00002-of-00039.safetensors", "reason": "missing"}],
-                              shards={"present": 38, "expected": 39})
+    missing = [{"path": "model-00002-of-00039.safetensors", "reason": "missing"}]
+    facts["stores"][0].update(ok=False, problems=missing, shards={"present": 38, "expected": 39})
     report = doctor_report(facts, expect(host="spark-b", rank=1, hub=None))
     store = row(report, "model store")
     assert store["seen"] == "model-00002-of-00039.safetensors: missing"
-    assert store["advice"] == ("ansible-playbook -i inventory/example playbooks/weights.yml: the worker copies it again "
-                               "from the head over the fabric")
+    assert store["advice"] == ("ansible-playbook -i inventory/example playbooks/weights.yml: "
+                               "the worker copies it again from the head over the fabric")
     head = doctor_report(facts, expect())
     assert "the head fetches what is missing from the Hub" in row(head, "model store")["advice"]
 
@@ -183,7 +185,7 @@ def test_the_hub_offline_is_not_a_problem_a_vanished_pin_is():
 
 
 def test_missing_expectations_are_named():
-    with pytest.raises(AnsibleFilterError, match="expect.memory_gate_gib is missing"):
+    with pytest.raises(AnsibleFilterError, match=r"expect\.memory_gate_gib is missing"):
         doctor_report(healthy_facts(), {k: v for k, v in expect().items() if k != "memory_gate_gib"})
 
 
@@ -201,10 +203,23 @@ def test_the_role_falls_back_to_the_defaults_of_the_roles_it_mirrors():
 
     doctor, cuda, fabric = defaults("doctor"), defaults("cuda"), defaults("fabric")
     mirrored = {
-        "doctor_fabric_mtu": ("fabric_mtu", fabric), "doctor_expected_speed_mbps": ("fabric_expected_speed_mbps", fabric),
+        "doctor_fabric_mtu": ("fabric_mtu", fabric),
+        "doctor_expected_speed_mbps": ("fabric_expected_speed_mbps", fabric),
         "doctor_driver_branch": ("cuda_driver_branch", cuda), "doctor_nccl_package": ("cuda_nccl_package", cuda),
         "doctor_nccl_min_version_aarch64": ("cuda_nccl_min_version_aarch64", cuda),
     }
     for name, (theirs, their_defaults) in mirrored.items():
         value = str(their_defaults[theirs])
-        assert doctor[name] in (f"{{{{ {theirs} | default({value}) }}}}", f"{{{{ {theirs} | default('{value}') }}}}"), name
+        forms = (f"{{{{ {theirs} | default({value}) }}}}", f"{{{{ {theirs} | default('{value}') }}}}")
+        assert doctor[name] in forms, name
+
+
+def test_pings_pair_the_rails_by_name_at_the_full_mtu():
+    peer = [dict(r, address=r["address"][:-2] + "12") for r in reversed(RAILS)]
+    pings = doctor_pings(RAILS, {"spark-b": peer})
+    assert pings == [
+        {"interface": "enp1s0f1np1", "address": "192.168.102.12", "size": 8972, "peer": "spark-b", "rail": "rail0"},
+        {"interface": "enP2p1s0f1np1", "address": "192.168.103.12", "size": 8972, "peer": "spark-b", "rail": "rail1"},
+    ]
+    with pytest.raises(AnsibleFilterError, match="spark-b has no rail rail1"):
+        doctor_pings(RAILS, {"spark-b": peer[1:]})
