@@ -23,7 +23,7 @@ def _gib(value):
 
 def _version(text):
     """'2.29.3-1+cuda13.0' -> (2, 29, 3); None when it has no version."""
-    match = _VERSION_RE.match(str(text or "").split(":")[-1])
+    match = _VERSION_RE.match(str(text or "").rsplit(":", maxsplit=1)[-1])
     return tuple(int(part) for part in match.group(1).split(".")) if match else None
 
 
