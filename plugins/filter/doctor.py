@@ -201,7 +201,7 @@ class Report:
             if unit.get("error"):
                 seen = unit["error"]
             advice = (f"start the ranks in order with {self.play}engine.yml (followers first, rank 0 last, "
-                      "the whole cluster); the journal lines below say why it stopped")
+                      "the whole cluster); its last journal lines follow")
             if state == "activating":
                 advice = ("the rank is starting: rank 0 waits for every follower and the memory gate; look at "
                           "the other node's rank row, then " + advice)
