@@ -31,20 +31,21 @@ PLAY = """
       vars:
         common_problems_fact: demo_problems
         common_problems_title: The demo check
-        common_problems_hint: {hint}
-        common_problems_unreported: {unreported}
-    - name: After
+{optional}    - name: After
       ansible.builtin.debug:
         msg: reached
 """
 
 
-def _run(tmp_path, problems, hint="''", unreported="''", extra=()):
+def _run(tmp_path, problems, hint=None, unreported=None, extra=()):
     (tmp_path / "inventory.yml").write_text(
         "nodes:\n  hosts:\n" + "".join(
             f"    {h}:\n      ansible_connection: local\n      ansible_python_interpreter: {sys.executable}\n"
             for h in ("node-a", "node-b")))
-    (tmp_path / "play.yml").write_text(PLAY.format(hint=hint, unreported=unreported))
+    # hint and unreported left out: the role's defaults (none)
+    given = (("common_problems_hint", hint), ("common_problems_unreported", unreported))
+    optional = "".join(f"        {name}: {value}\n" for name, value in given if value is not None)
+    (tmp_path / "play.yml").write_text(PLAY.format(optional=optional))
     return run_playbook(tmp_path / "play.yml", tmp_path / "inventory.yml", tmp_path,
                         ["-e", json.dumps({"problems": problems}), *extra])
 
