@@ -98,10 +98,11 @@ pub fn build(b: *std.Build) void {
 
     // `zig build containers`: the personalities of the engines that run in containers (the lab's stand-in
     // images run them): OUT/bin/vllm (`vllm serve`, the vLLM overlay recipe) and OUT/bin/tensorfold
-    // (`tensorfold serve --tp 2`, TensorFold's Python engine; next commit). Not part of `install native`.
+    // (`tensorfold serve --tp 2`, TensorFold's Python engine). Not part of `install native`.
     const containers_step = b.step("containers", "Build the container engines' personalities: vllm and tensorfold (simulated)");
     for ([_]struct { name: []const u8, root: []const u8 }{
         .{ .name = "vllm", .root = "src/vllm_serve.zig" },
+        .{ .name = "tensorfold", .root = "src/tensorfold_py.zig" },
     }) |bin| {
         const exe = b.addExecutable(.{
             .name = bin.name,
