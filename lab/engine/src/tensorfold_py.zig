@@ -20,7 +20,12 @@
 //!           "tensorfold", "busy": false, "requests_running": 0, ... "context_length": 65538}`)
 //!   KEY     TENSORFOLD_API_KEY: "makes the engine refuse every request without Authorization: Bearer <key>,
 //!           /metrics included, while /health stays open" (a TensorFold GLM recipe's README, found by the search
-//!           index; not checked against the dsv41 Python engine: UNVERIFIED)
+//!           index; not checked against the dsv41 Python engine: UNVERIFIED); COMPOSE passes the key as
+//!           TF_API_KEY (ashhart/TensorFold deploy/dsv41-tp2/docker-compose.yaml @082a4556ae04c515116cf4b6d5a68a316149f6eb),
+//!           so the lab takes either
+//!   ENGRAM  COMPOSE: TF_DSV41_ENGRAM_DIR=/models/dsv41/DeepSeek-V4.1-Flash-engram (the Engram tables of the 2.9 bpw
+//!           checkpoint); when set, the lab checks it holds deepseek-ai's shards 47 and 48, their index and
+//!           config.json, as it checks TF_DS_ENGRAM
 //!
 //! argparse refusals (`tensorfold serve: error: ...`, exit 2) come from argp.zig, with argparse's abbreviations.
 //! Lab rules (exit 2): --mtp-drafts above 5 (RUN_SH's limit), the model directory (as the native lab engine
@@ -34,6 +39,7 @@ const model = @import("model.zig");
 const fabric = @import("fabric.zig");
 const http = @import("http.zig");
 const argp = @import("argp.zig");
+const inputs = @import("inputs.zig");
 
 const log = common.log;
 const refuse = common.refuse;
@@ -162,6 +168,7 @@ pub fn main(init: std.process.Init) !u8 {
     if (context > native) valueError("--context {d} exceeds this model's {d}-token window", .{ context, native });
     if (tp == 2 and p.get("--master") == null) valueError("--tp 2 needs --master: rank 0's address on the link between the two machines", .{});
     if (tp == 1 and rank != 0) valueError("--rank 1 needs --tp 2", .{});
+    if (env.str("TF_DSV41_ENGRAM_DIR")) |dir| inputs.checkEngram(io, "TF_DSV41_ENGRAM_DIR", dir);
     const drafts = p.int("--mtp-drafts", max_mtp_drafts);
     if (drafts < 0 or drafts > max_mtp_drafts)
         refuse("--mtp-drafts {d}: DSpark drafts at most {d} tokens a round (0: none)", .{ drafts, max_mtp_drafts });
@@ -204,6 +211,7 @@ pub fn main(init: std.process.Init) !u8 {
     const name = p.get("--name") orelse std.fs.path.basename(model_path);
     var keys: std.ArrayList([]const u8) = .empty;
     if (env.str("TENSORFOLD_API_KEY")) |k| try keys.append(arena, k);
+    if (env.str("TF_API_KEY")) |k| try keys.append(arena, k);
     const host = p.get("--host") orelse "127.0.0.1";
     const http_address = common.parseAddress("--host", host, port);
     const cfg: http.Config = .{

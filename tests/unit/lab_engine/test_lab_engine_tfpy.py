@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from tests.labengine import ENGINE, HOST, build, free_port, make_model, request, stream, wait_until
+from tests.labengine import ENGINE, HOST, build, free_port, make_engram, make_model, request, stream, wait_until
 
 FAST = {"SIM_LOAD_DELAY_S": "0.2", "SIM_DECODE_TOK_S": "200", "SIM_TTFT_BASE_MS": "5", "SIM_FOLLOWER_GRACE_S": "1",
         "SIM_RENDEZVOUS_TIMEOUT_S": "3"}
@@ -91,7 +91,7 @@ def test_one_rank_with_the_api_key(bins, tmp_path):
     model = make_model(tmp_path / "model")
     hport = free_port()
     proc = start(bins, [model, "--port", str(hport), "--host", HOST, "--cont", "4096"],
-                 env={"TENSORFOLD_API_KEY": "sk-lab"})
+                 env={"TF_API_KEY": "sk-lab", "TF_DSV41_ENGRAM_DIR": str(make_engram(tmp_path / "engram"))})
     try:
         assert wait_until(lambda: up(hport), 10)
         assert request(hport, "GET", "/health") == (200, {"status": "ok"})  # open, and only this, with a key
@@ -141,5 +141,7 @@ def test_refusals(bins, tmp_path):
     (windowed / "config.json").write_text(json.dumps(dict(config, max_position_embeddings=4096)))
     refused(run(bins, [windowed, "--context", "8192"]),
             "tensorfold: --context 8192 exceeds this model's 4096-token window", 1)
+    refused(run(bins, base, env={"TF_DSV41_ENGRAM_DIR": str(tmp_path / "engram")}),
+            "TF_DSV41_ENGRAM_DIR")
     (model / "tokenizer.json").unlink()
     refused(run(bins, base), "model file")
