@@ -103,3 +103,11 @@ def engine_bin(tmp_path_factory):
     from tests import labengine
 
     return labengine.build(labengine.ENGINE, tmp_path_factory.mktemp("engine-out"))
+
+
+@pytest.fixture(scope="session")
+def container_engine_bin(tmp_path_factory):
+    """bin/ directory holding the container engines' personalities, vllm and tensorfold (`zig build containers`)."""
+    from tests import labengine
+
+    return labengine.build(labengine.ENGINE, tmp_path_factory.mktemp("containers-out"), extra=("containers",))

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from tests.labengine import ENGINE, HOST, build, free_port, make_engram, make_model, request, stream, wait_until
+from tests.labengine import HOST, free_port, make_engram, make_model, request, stream, wait_until
 
 FAST = {"SIM_LOAD_DELAY_S": "0.2", "SIM_DECODE_TOK_S": "200", "SIM_TTFT_BASE_MS": "5", "SIM_FOLLOWER_GRACE_S": "1",
         "SIM_RENDEZVOUS_TIMEOUT_S": "3"}
@@ -20,10 +20,10 @@ FAST = {"SIM_LOAD_DELAY_S": "0.2", "SIM_DECODE_TOK_S": "200", "SIM_TTFT_BASE_MS"
 POOL = "2684354560"
 
 
-@pytest.fixture(scope="module")
-def bins(tmp_path_factory):
-    """OUT/bin with vllm and tensorfold (`zig build containers`)."""
-    return build(ENGINE, tmp_path_factory.mktemp("containers-out"), extra=("containers",))
+@pytest.fixture
+def bins(container_engine_bin):
+    """OUT/bin with vllm and tensorfold (`zig build containers`, built once per session: tests/unit/conftest.py)."""
+    return container_engine_bin
 
 
 @pytest.fixture
