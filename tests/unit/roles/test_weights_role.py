@@ -66,7 +66,7 @@ def playbook(tmp_path, endpoint, revision):
         "weights_head": "localhost",
         "weights_worker_source": "copy",
         "weights_copy_interfaces": [],
-        "weights_copy_address": "127.0.0.1",
+        "weights_copy_addresses": ["127.0.0.1"],
         "weights_progress_interval_s": 1,
     }
     path = tmp_path / "play.yml"

@@ -1,0 +1,163 @@
+# Copyright: (c) 2026, sparkfold developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""fabric_copy with real rsync processes; the remote shell is a stand-in for ssh that runs the
+command on this machine and logs the address it was asked for (and can cut a stream short)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+from ansible_collections.sparkfold.cluster.plugins.modules import fabric_copy
+
+from tests.unit.module_runner import module_runner
+
+pytestmark = pytest.mark.skipif(shutil.which("rsync") is None, reason="rsync is not installed")
+
+FAKE_SSH = """#!/bin/sh
+# [-l user] host command...: run the command here, log the host; FAKE_CUT_S cuts the streams short.
+if [ "$1" = "-l" ]; then shift 2; fi
+echo "$1" >> "$FAKE_SSH_LOG"
+case "$1" in unreachable*) echo "ssh: connect to host $1: No route to host" >&2; exit 255;; esac
+shift
+case "$*" in
+  *--files-from*)
+    if [ -n "$FAKE_CUT_S" ]; then  # a slow sender, killed after FAKE_CUT_S seconds: the link is cut
+      slow=$(echo "$*" | sed 's/--server/--server --bwlimit=100/')
+      exec timeout -s KILL "$FAKE_CUT_S" sh -c "exec $slow"
+    fi;;
+esac
+exec sh -c "$*"
+"""
+
+
+@pytest.fixture
+def env(tmp_path, monkeypatch):
+    fake = tmp_path / "fake-ssh"
+    fake.write_text(FAKE_SSH)
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    log = tmp_path / "ssh.log"
+    monkeypatch.setenv("FAKE_SSH_LOG", str(log))
+    monkeypatch.delenv("FAKE_CUT_S", raising=False)
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    for i in range(6):
+        (src / f"shard-{i}.safetensors").write_bytes(os.urandom(200_000 + i * 50_000))
+    (src / "sub" / "config.json").write_text('{"a": 1}\n')
+    (src / ".cache").mkdir()
+    (src / ".cache" / "skip").write_text("not copied\n")
+    run = module_runner(monkeypatch, fabric_copy.main)
+
+    def copy(check=False, diff=False, **extra):
+        args = {"src": str(src), "dest": str(tmp_path / "dest"), "addresses": ["rail0", "rail1"],
+                "rsh": str(fake), "streams": 4, "excludes": ["/.cache/"], "_ansible_check_mode": check,
+                "_ansible_diff": diff}
+        args.update(extra)
+        return run(args)
+
+    copy.src, copy.dest, copy.log = src, tmp_path / "dest", log
+    return copy
+
+
+def tree(root):
+    out = {}
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != ".cache"]
+        for name in files:
+            path = os.path.join(folder, name)
+            out[os.path.relpath(path, root)] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return out
+
+
+def test_copies_over_both_addresses_then_nothing_to_do(env):
+    kind, result, _ = env()
+    assert kind == "exit", result
+    assert result["changed"] is True
+    assert tree(env.dest) == tree(env.src)
+    assert not (env.dest / ".cache").exists()
+    assert len(result["streams"]) == 4
+    assert {s["address"] for s in result["streams"]} == {"rail0", "rail1"}
+    assert all(s["rc"] == 0 for s in result["streams"])
+    hosts = env.log.read_text().split()
+    assert hosts.count("rail1") == 2  # two streams over the second rail; listing and final pass over the first
+    assert sorted(result["transferred"]) == sorted(tree(env.src))
+
+    env.log.write_text("")
+    kind, result, _ = env()
+    assert kind == "exit" and result["changed"] is False and result["streams"] == [] and result["transferred"] == []
+    assert env.log.read_text().split() == ["rail0"]  # one listing, nothing else
+
+
+def test_check_mode_changes_nothing_and_says_what_would(env):
+    kind, result, _ = env(check=True, diff=True)
+    assert kind == "exit", result
+    assert result["changed"] is True
+    assert not env.dest.exists()
+    assert "send shard-5.safetensors (450000 bytes)" in result["diff"]["prepared"]
+    env()
+    (env.dest / "extra.bin").write_text("gone\n")
+    kind, result, _ = env(check=True)
+    assert result["changed"] is True and result["deleted"] == ["extra.bin"]
+    assert (env.dest / "extra.bin").exists()
+    kind, result, _ = env()
+    assert result["changed"] is True and not (env.dest / "extra.bin").exists()
+
+
+def test_a_cut_stream_keeps_what_came_and_the_next_run_resumes(env, monkeypatch):
+    env()
+    good = (env.dest / "shard-5.safetensors").read_bytes()
+    for i in range(6):
+        (env.src / f"shard-{i}.safetensors").write_bytes(os.urandom(500_000 + i))  # new sizes: rsync sees them
+    monkeypatch.setenv("FAKE_CUT_S", "1")
+    kind, result, _ = env()
+    assert kind == "fail", result
+    assert "rsync streams failed" in result["msg"] and "next run resumes" in result["msg"]
+    # the old copy stays whole until the new one is complete; what came waits in .rsync-partial
+    assert (env.dest / "shard-5.safetensors").read_bytes() == good
+    partials = list(env.dest.glob(".rsync-partial/*"))
+    assert partials and any(p.stat().st_size > 0 for p in partials)
+    monkeypatch.delenv("FAKE_CUT_S")
+    kind, result, _ = env()
+    assert kind == "exit", result
+    assert tree(env.dest) == tree(env.src)
+    assert not (env.dest / ".rsync-partial").exists()
+
+
+def test_listing_falls_back_to_the_next_address(env):
+    kind, result, _ = env(addresses=["unreachable0", "rail1"], streams=1)
+    assert kind == "exit", result
+    assert result["address"] == "rail1"
+    assert {s["address"] for s in result["streams"]} == {"rail1"}
+    assert tree(env.dest) == tree(env.src)
+
+
+def test_no_address_reaches_the_source(env):
+    kind, result, _ = env(addresses=["unreachable0", "unreachable1"])
+    assert kind == "fail" and result["kind"] == "unreachable"
+    assert "unreachable0, unreachable1" in result["msg"]
+
+
+def test_missing_source_fails_except_in_check_mode(env, tmp_path):
+    kind, result, warnings = env(check=True, src=str(tmp_path / "nothing"))
+    assert kind == "exit" and result["source_missing"] is True and result["changed"] is False
+    assert any("does not exist" in w for w in warnings)
+    kind, result, _ = env(src=str(tmp_path / "nothing"))
+    assert kind == "fail" and "does not exist on the source node" in result["msg"]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ({"addresses": [" "]}, "addresses is empty"),
+        ({"streams": 0}, "streams is 0"),
+        ({"dest": "relative/dir"}, "dest must be an absolute path"),
+    ],
+)
+def test_bad_input_is_refused_before_any_copy(env, args, message):
+    kind, result, _ = env(**args)
+    assert kind == "fail" and message in result["msg"]
+    assert not env.log.exists()
