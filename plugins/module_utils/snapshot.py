@@ -55,6 +55,7 @@ class HubSnapshot(SnapshotPlanner):
         self._preflight = {}
         self.previous_commit = None
         self.switching = False
+        self._renamed_in = set()  # folders with files moved into place since their last fsync
 
     @property
     def downloaded(self):
@@ -221,7 +222,9 @@ class HubSnapshot(SnapshotPlanner):
         final = self.local_path(entry["path"])
         os.makedirs(os.path.dirname(final), exist_ok=True)
         os.replace(partial, final)
-        _fsync_dir(os.path.dirname(final))
+        # The rename is made durable once per folder, before the manifest vouches for the file (_write_manifest):
+        # a crash before that loses at most the rename, and the next run fetches the file again.
+        self._renamed_in.add(os.path.dirname(final))
         corrupt = final + ".corrupt"
         if os.path.lexists(corrupt):
             os.unlink(corrupt)
@@ -352,7 +355,14 @@ class HubSnapshot(SnapshotPlanner):
         return substance(manifest) != self._substance(records)
 
     def _write_manifest(self, manifest, records):
-        """Write the manifest when its text changes; return whether its substance changed."""
+        """Write the manifest when its text changes; return whether its substance changed.
+
+        First the folders that files were moved into are fsynced (one fsync per folder, not per file), so that
+        the manifest never names a file whose rename a crash could undo.
+        """
+        for folder in sorted(self._renamed_in):
+            _fsync_dir(folder)
+        self._renamed_in.clear()
         if not records and manifest is None:
             return False
         text = render_manifest(self.repo_id, self.repo_type, self.commit, records)

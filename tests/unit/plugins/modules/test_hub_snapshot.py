@@ -106,6 +106,26 @@ def test_fresh_download_then_rerun_fetches_nothing(run, store, hub_server, hub_d
     assert (store / MANIFEST_NAME).stat().st_mtime_ns == manifest_stat.st_mtime_ns  # not rewritten
 
 
+def test_folders_are_fsynced_once_each_before_the_manifest_names_their_files(run, store, monkeypatch):
+    """One fsync per folder files were renamed into (not one per file), all before the manifest is written."""
+    from ansible_collections.sparkfold.cluster.plugins.module_utils import snapshot as snapshot_mod
+
+    events = []
+    real_write = snapshot_mod.write_atomic
+    monkeypatch.setattr(snapshot_mod, "_fsync_dir", lambda path: events.append(("fsync", path)))
+    monkeypatch.setattr(snapshot_mod, "write_atomic",
+                        lambda path, text, **kw: (events.append(("write", path)), real_write(path, text, **kw)))
+    kind, result = run(quant(store))
+    assert kind == "exit", result
+    files = [f for f in result["files"] if f["status"] == "downloaded"]
+    folders = {os.path.dirname(os.path.join(str(store), f["path"])) for f in files}
+    assert len(files) > len(folders)  # several files share a folder
+    fsyncs = [path for what, path in events if what == "fsync"]
+    assert sorted(fsyncs) == sorted(folders)
+    assert events[-1] == ("write", os.path.join(str(store), MANIFEST_NAME))
+    assert all(what == "fsync" for what, _path in events[:-1])
+
+
 def test_check_mode_on_empty_dir_lists_everything_and_writes_nothing(run, store, hub_server, hub_data, tmp_path):
     files = hub_data.repos[fixtures.QUANT].files(fixtures.QUANT_PIN)
     progress = tmp_path / "progress.json"
