@@ -211,8 +211,8 @@ def main():
             pair = [(ours_download, dl_ours_all), (hf_download, dl_hf_all)]
             for fn, into in pair if rep % 2 == 0 else reversed(pair):
                 into.append(fn())
-        dl_ours, served_ours = statistics.median(s for s, _ in dl_ours_all), dl_ours_all[-1][1]
-        dl_hf, served_hf = statistics.median(s for s, _ in dl_hf_all), dl_hf_all[-1][1]
+        dl_ours, served_ours = statistics.median(s for s, _served in dl_ours_all), dl_ours_all[-1][1]
+        dl_hf, served_hf = statistics.median(s for s, _served in dl_hf_all), dl_hf_all[-1][1]
 
         def ours_noop():
             served = server.bytes_served
@@ -270,9 +270,9 @@ def main():
 
         print(f"download (empty store -> complete), median of {opts.repeats}")
         print(f"  hub_snapshot        {dl_ours:8.2f} s  {rate(total, dl_ours)}  served {served_ours} bytes"
-              f"  runs: {runs(s for s, _ in dl_ours_all)}")
+              f"  runs: {runs(s for s, _served in dl_ours_all)}")
         print(f"  hf download         {dl_hf:8.2f} s  {rate(total, dl_hf)}  served {served_hf} bytes"
-              f"  runs: {runs(s for s, _ in dl_hf_all)}")
+              f"  runs: {runs(s for s, _served in dl_hf_all)}")
         print(f"  ratio hub_snapshot/hf download time: {dl_ours / dl_hf:.2f}x (target <= 1.00)")
         print()
         print(f"no-op re-run on the complete store (nothing to fetch), median of {opts.repeats}")

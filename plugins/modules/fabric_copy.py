@@ -25,7 +25,7 @@ description:
     resumes it from there; the copy already in O(dest), if any, is not touched until the file is complete. rsync
     protects that folder from C(--delete-after).
   - Nothing that differs means no stream and no change. The module does not verify content (rsync trusts size and
-    mtime): verify the copy afterwards, for example with M(sparkfold.cluster.store_verify).
+    mtime); verify the copy afterwards, for example with M(sparkfold.cluster.store_verify).
   - Why not C(fpsync) (Debian package fpart), which also runs rsync in parallel over a file list. It crawls the
     source on the node that runs it and writes to a destination it can reach, one address only; this pull needs
     the list of what differs and the source's addresses alternated between streams, and an Ansible-honest
@@ -158,9 +158,9 @@ source_missing:
 
 import os
 import shlex
-import subprocess
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sparkfold.cluster.plugins.module_utils.fanout import (
@@ -321,28 +321,21 @@ class FabricCopy:
         return result
 
     def run_streams(self, files):
-        """Run one rsync per shard, all at once; return one report per stream."""
+        """Run one rsync per shard, all at once (a thread each waits for its process); one report per stream."""
         shards = shard(files, self.params["streams"], self.addresses)
-        running = []
         with tempfile.TemporaryDirectory(prefix="fabric_copy-") as tmp:
-            for number, part in enumerate(shards):
+            def stream(number, part):
                 listing = os.path.join(tmp, f"stream-{number}")
                 with open(listing, "wb") as handle:
                     handle.write(files_from(part["files"]))
                 argv = [*self.base(), f"--files-from={listing}", "--from0", self.remote(part["address"]), self.dest]
-                errors = tempfile.TemporaryFile(dir=tmp)  # noqa: SIM115 - closed once the stream ends
-                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=errors)
-                running.append((part, proc, errors, time.monotonic()))
-            reports = []
-            for part, proc, errors, started in running:
-                rc = proc.wait()
-                errors.seek(0)
-                text = errors.read().decode("utf-8", "replace")
-                errors.close()
-                reports.append({"address": part["address"], "files": len(part["files"]), "bytes": part["bytes"],
-                                "seconds": round(time.monotonic() - started, 3), "rc": rc,
-                                "error": tail(text, 3) if rc else ""})
-        return reports
+                started = time.monotonic()
+                rc, _out, err = self.module.run_command(argv)
+                return {"address": part["address"], "files": len(part["files"]), "bytes": part["bytes"],
+                        "seconds": round(time.monotonic() - started, 3), "rc": rc, "error": tail(err, 3) if rc else ""}
+
+            with ThreadPoolExecutor(max_workers=len(shards)) as pool:
+                return list(pool.map(stream, range(len(shards)), shards))
 
 
 def main():

@@ -48,7 +48,7 @@ def test_streams_balance_bytes_and_alternate_addresses():
     files = [(f"shard-{i}", size) for i, size in enumerate([50, 40, 30, 20, 10, 10, 5])]
     streams = shard(files, 4, ["10.0.0.1", "10.0.1.1"])
     assert [s["address"] for s in streams] == ["10.0.0.1", "10.0.1.1", "10.0.0.1", "10.0.1.1"]
-    assert sorted(p for s in streams for p in s["files"]) == sorted(p for p, _ in files)
+    assert sorted(p for s in streams for p in s["files"]) == sorted(p for p, _size in files)
     assert [s["bytes"] for s in streams] == [50, 40, 40, 35]  # largest first, each to the lightest stream
 
 

@@ -74,7 +74,7 @@ def tree(root):
 
 
 def test_copies_over_both_addresses_then_nothing_to_do(env):
-    kind, result, _ = env()
+    kind, result, _warnings = env()
     assert kind == "exit", result
     assert result["changed"] is True
     assert tree(env.dest) == tree(env.src)
@@ -87,23 +87,23 @@ def test_copies_over_both_addresses_then_nothing_to_do(env):
     assert sorted(result["transferred"]) == sorted(tree(env.src))
 
     env.log.write_text("")
-    kind, result, _ = env()
+    kind, result, _warnings = env()
     assert kind == "exit" and result["changed"] is False and result["streams"] == [] and result["transferred"] == []
     assert env.log.read_text().split() == ["rail0"]  # one listing, nothing else
 
 
 def test_check_mode_changes_nothing_and_says_what_would(env):
-    kind, result, _ = env(check=True, diff=True)
+    kind, result, _warnings = env(check=True, diff=True)
     assert kind == "exit", result
     assert result["changed"] is True
     assert not env.dest.exists()
     assert "send shard-5.safetensors (450000 bytes)" in result["diff"]["prepared"]
     env()
     (env.dest / "extra.bin").write_text("gone\n")
-    kind, result, _ = env(check=True)
+    kind, result, _warnings = env(check=True)
     assert result["changed"] is True and result["deleted"] == ["extra.bin"]
     assert (env.dest / "extra.bin").exists()
-    kind, result, _ = env()
+    kind, result, _warnings = env()
     assert result["changed"] is True and not (env.dest / "extra.bin").exists()
 
 
@@ -113,7 +113,7 @@ def test_a_cut_stream_keeps_what_came_and_the_next_run_resumes(env, monkeypatch)
     for i in range(6):
         (env.src / f"shard-{i}.safetensors").write_bytes(os.urandom(500_000 + i))  # new sizes: rsync sees them
     monkeypatch.setenv("FAKE_CUT_S", "1")
-    kind, result, _ = env()
+    kind, result, _warnings = env()
     assert kind == "fail", result
     assert "rsync streams failed" in result["msg"] and "next run resumes" in result["msg"]
     # the old copy stays whole until the new one is complete; what came waits in .rsync-partial
@@ -121,14 +121,14 @@ def test_a_cut_stream_keeps_what_came_and_the_next_run_resumes(env, monkeypatch)
     partials = list(env.dest.glob(".rsync-partial/*"))
     assert partials and any(p.stat().st_size > 0 for p in partials)
     monkeypatch.delenv("FAKE_CUT_S")
-    kind, result, _ = env()
+    kind, result, _warnings = env()
     assert kind == "exit", result
     assert tree(env.dest) == tree(env.src)
     assert not (env.dest / ".rsync-partial").exists()
 
 
 def test_listing_falls_back_to_the_next_address(env):
-    kind, result, _ = env(addresses=["unreachable0", "rail1"], streams=1)
+    kind, result, _warnings = env(addresses=["unreachable0", "rail1"], streams=1)
     assert kind == "exit", result
     assert result["address"] == "rail1"
     assert {s["address"] for s in result["streams"]} == {"rail1"}
@@ -136,7 +136,7 @@ def test_listing_falls_back_to_the_next_address(env):
 
 
 def test_no_address_reaches_the_source(env):
-    kind, result, _ = env(addresses=["unreachable0", "unreachable1"])
+    kind, result, _warnings = env(addresses=["unreachable0", "unreachable1"])
     assert kind == "fail" and result["kind"] == "unreachable"
     assert "unreachable0, unreachable1" in result["msg"]
 
@@ -145,7 +145,7 @@ def test_missing_source_fails_except_in_check_mode(env, tmp_path):
     kind, result, warnings = env(check=True, src=str(tmp_path / "nothing"))
     assert kind == "exit" and result["source_missing"] is True and result["changed"] is False
     assert any("does not exist" in w for w in warnings)
-    kind, result, _ = env(src=str(tmp_path / "nothing"))
+    kind, result, _warnings = env(src=str(tmp_path / "nothing"))
     assert kind == "fail" and "does not exist on the source node" in result["msg"]
 
 
@@ -158,6 +158,6 @@ def test_missing_source_fails_except_in_check_mode(env, tmp_path):
     ],
 )
 def test_bad_input_is_refused_before_any_copy(env, args, message):
-    kind, result, _ = env(**args)
+    kind, result, _warnings = env(**args)
     assert kind == "fail" and message in result["msg"]
     assert not env.log.exists()
