@@ -252,10 +252,8 @@ class FabricCopy:
                   "copy_seconds": 0.0, "source_missing": False, "address": None}
         if os.path.lexists(self.dest.rstrip("/")) and not os.path.isdir(self.dest):
             self.module.fail_json(msg=f"dest {self.dest} exists and is not a directory; move it away", **result)
-        if not self.module.check_mode:
+        if not self.module.check_mode:  # a dry run compares with a missing directory as with an empty one
             os.makedirs(self.dest, exist_ok=True)
-        elif not os.path.isdir(self.dest):  # a dry run needs a directory to compare with
-            self.dest = tempfile.mkdtemp(prefix="fabric_copy-check-") + "/"
         address, rc, out, err = self.list_changes()
         result["address"] = address
         if rc != 0:
