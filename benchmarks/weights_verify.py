@@ -156,6 +156,9 @@ def main():
     parser.add_argument("--drop-caches", action="store_true", help="drop the page cache before each verify (root)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument("--repeats", type=int, default=3, help="downloads and no-op runs of each (default 3)")
+    parser.add_argument("--fixture", action="store_true",
+                        help="the unit tests' fixture Hub instead (tests/hub/fixtures.py: its quant repo at its pin, "
+                             "small files; the lab serves the same repos)")
     opts = parser.parse_args()
 
     work = tempfile.mkdtemp(prefix="sparkfold-bench-", dir=opts.tmp)
@@ -171,21 +174,28 @@ def main():
     server = None
     try:
         t0 = time.perf_counter()
-        hub, commit, total = build_store(os.path.join(work, "hub"), opts.gib, opts.files)
+        if opts.fixture:
+            hub = fixtures.build_hub(os.path.join(work, "hub"))
+            repo_id, commit = fixtures.QUANT, fixtures.QUANT_PIN
+            total = sum(f.size for f in hub.repos[repo_id].files(commit).values())
+        else:
+            hub, commit, total = build_store(os.path.join(work, "hub"), opts.gib, opts.files)
+            repo_id = REPO
         build_s = time.perf_counter() - t0
         server = HubServer(hub)
         url = server.start()
         env["HF_ENDPOINT"] = url
-        nfiles = len(hub.repos[REPO].commits[commit].files)
+        nfiles = len(hub.repos[repo_id].files(commit))
         print(f"store: {nfiles} files, {total / 1024**3:.2f} GiB ({total} bytes), built in {build_s:.1f} s")
         print(f"server: {url}   workers: {opts.workers}   cpus: {os.cpu_count()}")
         print()
 
         ours = os.path.join(work, "store-hub_snapshot")
         theirs = os.path.join(work, "store-hf")
-        base = {"repo_id": REPO, "revision": commit, "endpoint": url, "local_dir": ours, "max_workers": opts.workers}
+        base = {"repo_id": repo_id, "revision": commit, "endpoint": url, "local_dir": ours, "max_workers": opts.workers}
         hf = venv_bin("hf")
-        hf_cmd = [hf, "download", REPO, "--revision", commit, "--local-dir", theirs, "--max-workers", str(opts.workers)]
+        hf_cmd = [hf, "download", repo_id, "--revision", commit, "--local-dir", theirs,
+                  "--max-workers", str(opts.workers)]
 
         baseline, _proc = timed(
             [sys.executable, "-c", "import ansible.module_utils.basic, huggingface_hub.hf_api"], env
@@ -256,7 +266,7 @@ def main():
 
         def hf_verify():
             seconds, proc = timed(
-                [hf, "cache", "verify", REPO, "--revision", commit, "--local-dir", ours, "--fail-on-missing-files"],
+                [hf, "cache", "verify", repo_id, "--revision", commit, "--local-dir", ours, "--fail-on-missing-files"],
                 env,
             )
             hf_verify_out.append((proc.stdout + proc.stderr).strip())
