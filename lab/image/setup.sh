@@ -25,10 +25,16 @@ ExecStartPre=/usr/bin/ssh-keygen -A
 ExecStartPre=/usr/sbin/sshd -t
 CONF
 systemctl enable ssh.service systemd-networkd.service
+# systemd-networkd-wait-online too: the management link is podman's (networkd does not manage
+# it) and the rails are optional, so networkd has no link it could report online, and wait-online
+# would hold network-online.target for its whole 2-minute timeout: the first start of an engine
+# rank after each boot (its unit is After=network-online.target) waited 2 minutes, 4 per
+# converge of a fresh lab (followers, then rank 0). On a Spark the management link is up within
+# seconds of boot; masked, network-online.target is reached at once, as with a link already up.
 for unit in getty.target console-getty.service systemd-timesyncd.service \
     systemd-udev-trigger.service systemd-udevd.service systemd-udevd-control.socket \
     systemd-udevd-kernel.socket apt-daily.timer apt-daily-upgrade.timer \
-    e2scrub_all.timer fstrim.timer; do
+    e2scrub_all.timer fstrim.timer systemd-networkd-wait-online.service; do
   systemctl mask "$unit" >/dev/null 2>&1 || true
 done
 # A container cannot write uevents to /sys, so `udevadm trigger` (run by `netplan apply`)
