@@ -96,6 +96,26 @@ pub fn build(b: *std.Build) void {
         b.getInstallStep().dependOn(&install.step);
     }
 
+    // `zig build containers`: the personalities of the engines that run in containers (the lab's stand-in
+    // images run them): OUT/bin/vllm (`vllm serve`, the vLLM overlay recipe) and OUT/bin/tensorfold
+    // (`tensorfold serve --tp 2`, TensorFold's Python engine; next commit). Not part of `install native`.
+    const containers_step = b.step("containers", "Build the container engines' personalities: vllm and tensorfold (simulated)");
+    for ([_]struct { name: []const u8, root: []const u8 }{
+        .{ .name = "vllm", .root = "src/vllm_serve.zig" },
+    }) |bin| {
+        const exe = b.addExecutable(.{
+            .name = bin.name,
+            .root_module = b.createModule(.{
+                .root_source_file = b.path(bin.root),
+                .target = target,
+                .optimize = optimize,
+                .strip = strip,
+                .imports = &.{.{ .name = "build_options", .module = options_module }},
+            }),
+        });
+        containers_step.dependOn(&b.addInstallArtifact(exe, .{}).step);
+    }
+
     // `zig build test`: the unit tests of the reply logic and the HTTP parsing helpers.
     const tests = b.addTest(.{
         .root_module = b.createModule(.{

@@ -51,6 +51,9 @@ pub const Hello = struct {
     cache: []const u8 = "",
     engram_json: []const u8 = "",
     rope: ?u64 = null,
+    /// The container personalities (vllm_serve.zig, tensorfold_py.zig): a digest of the arguments every node
+    /// must share (16 hex, "-" when unused).
+    digest: []const u8 = "-",
 
     /// The HELLO line (without its newline).
     pub fn format(h: Hello, w: *Io.Writer) Io.Writer.Error!void {
@@ -61,11 +64,11 @@ pub const Hello = struct {
             '\n', '\r' => try w.writeAll("%0A"),
             else => try w.writeByte(c),
         };
-        try w.print(" pool={d} rdma={s} drafts={d} graphs={d} side={d} prefetch={d} aio={d} cache={s} engram_json={s} rope={d}", .{
-            h.pool orelse 0,                     if (h.rdma.len == 0) "-" else h.rdma, @intFromBool(h.drafts orelse false),
-            @intFromBool(h.graphs orelse false), @intFromBool(h.side orelse false),    @intFromBool(h.prefetch orelse false),
-            @intFromBool(h.aio orelse false),    h.cache,                              h.engram_json,
-            h.rope orelse 0,
+        try w.print(" pool={d} rdma={s} drafts={d} graphs={d} side={d} prefetch={d} aio={d} cache={s} engram_json={s} rope={d} digest={s}", .{
+            h.pool orelse 0,                     if (h.rdma.len == 0) "-" else h.rdma,     @intFromBool(h.drafts orelse false),
+            @intFromBool(h.graphs orelse false), @intFromBool(h.side orelse false),        @intFromBool(h.prefetch orelse false),
+            @intFromBool(h.aio orelse false),    h.cache,                                  h.engram_json,
+            h.rope orelse 0,                     if (h.digest.len == 0) "-" else h.digest,
         });
     }
 
@@ -101,6 +104,8 @@ pub const Hello = struct {
                 h.engram_json = v;
             } else if (std.mem.eql(u8, k, "rope")) {
                 h.rope = std.fmt.parseInt(u64, v, 10) catch null;
+            } else if (std.mem.eql(u8, k, "digest")) {
+                h.digest = v;
             }
         }
         return h;
@@ -152,11 +157,20 @@ pub const Expect = struct {
     /// the rank cache hash each rank must have for rank 0's model directory (index: rank)
     caches: []const []const u8,
     model: []const u8,
+    /// The container personalities: the digest every node's shared arguments must have, and what they are
+    /// (for the refusal). When set, only this is compared (the native checks above do not apply).
+    digest: ?Digest = null,
+
+    pub const Digest = struct { value: []const u8, what: []const u8 };
 };
 
 /// Why rank 0 refuses a follower whose HELLO does not match what rank 0 runs, or null.
 pub fn mismatch(arena: std.mem.Allocator, e: *const Expect, h: Hello) std.mem.Allocator.Error!?[]const u8 {
     const r = h.rank;
+    if (e.digest) |d| {
+        if (std.mem.eql(u8, h.digest, d.value)) return null;
+        return try std.fmt.allocPrint(arena, "rank {d} was started with other {s} than rank 0 (digest {s}, rank 0 {s}): start every node with the same ones", .{ r, d.what, h.digest, d.value });
+    }
     const pool = h.pool orelse return try std.fmt.allocPrint(arena, "rank {d} sent no pool (an older follower?)", .{r});
     if (e.window) |window| {
         if (pool != window) return try std.fmt.allocPrint(

@@ -29,7 +29,16 @@ const net = Io.net;
 const Allocator = std.mem.Allocator;
 const log = common.log;
 
+/// Whose HTTP API the server plays: TensorFold's (the default) or vLLM's (vllm_serve.zig): vLLM's /health is an
+/// empty 200 (vllm/entrypoints/openai/api_server.py `health`: `Response(status_code=200)`), only /v1 routes need
+/// the key (its AuthenticationMiddleware, 401 `{"error": "Unauthorized"}`), and its context refusals are worded
+/// as vLLM words them (vllm/entrypoints/renderer.py `_create_tokens_prompt`: "This model's maximum context length
+/// is {max_length} tokens. However, your request has {n} input tokens. Please reduce the length of the input
+/// messages.", type BadRequestError).
+pub const Flavor = enum { tensorfold, vllm };
+
 pub const Config = struct {
+    flavor: Flavor = .tensorfold,
     name: []const u8,
     context: u64,
     parallel: u32,
@@ -167,9 +176,10 @@ const Exchange = struct {
             if (!try ex.allow("GET")) return;
             return ex.health();
         }
-        const keyed = std.mem.startsWith(u8, path, "/v1/") or std.mem.eql(u8, path, "/metrics") or
-            std.mem.eql(u8, path, "/tokenize");
+        const keyed = std.mem.startsWith(u8, path, "/v1/") or (cfg.flavor == .tensorfold and
+            (std.mem.eql(u8, path, "/metrics") or std.mem.eql(u8, path, "/tokenize")));
         if (keyed and cfg.api_keys.len > 0 and !authorized(ex.authorization, cfg.api_keys)) {
+            if (cfg.flavor == .vllm) return ex.sendJson(401, .{ .@"error" = "Unauthorized" });
             return ex.sendError(401, "authentication_error", "invalid or missing API key (send Authorization: Bearer <key>)");
         }
         if (std.mem.eql(u8, path, "/metrics") or std.mem.eql(u8, path, "/v1/metrics")) {
@@ -264,6 +274,8 @@ const Exchange = struct {
     fn health(ex: *Exchange) Error!void {
         const srv = ex.srv;
         const fatal = srv.fatal.isSet();
+        // Starlette's bare Response: no body, no Content-Type.
+        if (srv.cfg.flavor == .vllm) return ex.sendRaw(if (fatal) 503 else 200, "", "");
         if (srv.cfg.api_keys.len > 0) {
             return ex.sendJson(if (fatal) 503 else 200, .{ .status = if (fatal) "error" else "ok" });
         }
@@ -325,7 +337,7 @@ const Exchange = struct {
                 .id = cfg.name,
                 .object = "model",
                 .created = common.unixSeconds(ex.srv.io),
-                .owned_by = "tensorfold",
+                .owned_by = if (cfg.flavor == .vllm) "vllm" else "tensorfold",
                 .max_model_len = cfg.context,
             }},
         });
@@ -408,6 +420,14 @@ const Exchange = struct {
 
         var prompt_tokens: u64 = 0;
         for (texts.items) |t| prompt_tokens += answer.countTokens(t);
+        if (prompt_tokens >= cfg.context and cfg.flavor == .vllm) {
+            const msg = try std.fmt.allocPrint(
+                ex.arena,
+                "This model's maximum context length is {d} tokens. However, your request has {d} input tokens. Please reduce the length of the input messages.",
+                .{ cfg.context, prompt_tokens },
+            );
+            return ex.sendError(400, "BadRequestError", msg);
+        }
         if (prompt_tokens >= cfg.context) {
             const msg = try std.fmt.allocPrint(
                 ex.arena,
@@ -427,6 +447,14 @@ const Exchange = struct {
                 else => return ex.sendError(400, "invalid_request_error", "max_tokens must be an integer"),
             }
         };
+        if (prompt_tokens + max_tokens > cfg.context and cfg.flavor == .vllm) {
+            const msg = try std.fmt.allocPrint(
+                ex.arena,
+                "'max_tokens' or 'max_completion_tokens' is too large: {d}. This model's maximum context length is {d} tokens and your request has {d} input tokens ({d} > {d} - {d}).",
+                .{ max_tokens, cfg.context, prompt_tokens, max_tokens, cfg.context, prompt_tokens },
+            );
+            return ex.sendError(400, "BadRequestError", msg);
+        }
         if (prompt_tokens + max_tokens > cfg.context) {
             const msg = try std.fmt.allocPrint(
                 ex.arena,
@@ -581,8 +609,10 @@ const Exchange = struct {
     }
 
     fn sendRaw(ex: *Exchange, status: u16, content_type: []const u8, body: []const u8) Error!void {
-        try ex.w.print("HTTP/1.1 {d} {s}\r\nContent-Type: {s}\r\nContent-Length: {d}\r\n{s}Connection: close\r\n\r\n", .{
-            status, reasonPhrase(status), content_type, body.len, if (status == 401) "WWW-Authenticate: Bearer\r\n" else "",
+        try ex.w.print("HTTP/1.1 {d} {s}\r\n", .{ status, reasonPhrase(status) });
+        if (content_type.len > 0) try ex.w.print("Content-Type: {s}\r\n", .{content_type});
+        try ex.w.print("Content-Length: {d}\r\n{s}Connection: close\r\n\r\n", .{
+            body.len, if (status == 401) "WWW-Authenticate: Bearer\r\n" else "",
         });
         try ex.w.writeAll(body);
         try ex.w.flush();

@@ -8,4 +8,5 @@ test {
     _ = @import("fabric.zig");
     _ = @import("inputs.zig");
     _ = @import("rank_cache.zig");
+    _ = @import("argp.zig");
 }

@@ -1,0 +1,333 @@
+//! `vllm serve`: the lab engine SIMULATOR in the personality of vLLM's CLI as the vLLM overlay recipe
+//! (MiaAI-Lab/DeepSeek-v4.1-Flash-EXL3-2x-DGX-Sparks start.sh @145bb98de2bd94820563666cc3ef9926b1592d48) runs it:
+//! the worker `vllm serve /model ... --nnodes 2 --node-rank 1 --master-addr HEAD --master-port 29521
+//! --distributed-executor-backend mp --headless` first, then the head (`--node-rank 0`, no --headless), which
+//! serves the OpenAI API. THIS IS NOT vLLM: nothing is loaded; replies are the lab's deterministic text.
+//!
+//! Sources (each rule below names one):
+//!   SERVE    vllm-project/vllm vllm/entrypoints/cli/serve.py @00a5fdd20935ba7679750db22997dcf539ca4591
+//!   PARALLEL vllm-project/vllm vllm/config/parallel.py @00193b82b0e2d4faea5d3b4ea4f6c4c2bd9d057a
+//!   ARGS     vllm-project/vllm vllm/engine/arg_utils.py (create_engine_config; the stored version the search
+//!            index holds, commit not shown by the index: UNVERIFIED pin)
+//!   KVUTIL   vllm-project/vllm vllm/v1/core/kv_cache_utils.py (check_enough_kv_cache_memory; words as quoted
+//!            by several public logs, commit not pinned)
+//!   MIAAI    MiaAI-Lab/DeepSeek-v4.1-Flash-EXL3-2x-DGX-Sparks start.sh and README.md @145bb98
+//!
+//! Refusals:
+//!   - argparse's (usage `vllm serve [model_tag] [options]`, SERVE), `vllm serve: error: ...`, exit 2. The lab
+//!     knows the recipe's flags and a few more; any other flag is refused as unrecognized (real vLLM has many
+//!     more). `--max_model_len` is `--max-model-len` (vLLM's FlexibleArgumentParser); no abbreviations.
+//!   - `--kv-cache-dtype`: refused by the lab, since this recipe must not pass it (MIAAI start.sh: "Native CSA2
+//!     KV is ~890 B/token FP4. Do not force GLM's fp8_ds_mla."; KV_CACHE_DTYPE empty). vLLM itself accepts it.
+//!   - ValueError / AssertionError of vLLM (exit 1, `refusing to start: ValueError: ...`):
+//!     SERVE "--api-server-count=N cannot be used with --headless (no API servers are started in headless mode).";
+//!     PARALLEL "nnodes > 1 can only be set when distributed executor backend is mp, uni or external_launcher.";
+//!     ARGS "world_size=W must be divisible by nnodes=N." and "node_rank=R must be less than nnodes=N.";
+//!     PARALLEL "World size (W) is larger than the number of available GPUs (G) in this node. ..." when a node's
+//!     share (W / nnodes) exceeds SIM_GPUS_PER_NODE (1: a Spark has one GPU; vLLM raises it for one node, the
+//!     lab for any);
+//!     KVUTIL "To serve at least one request with the model's max seq len (L), (X GiB KV cache is needed, which
+//!     is larger than the available KV cache memory (Y GiB). Based on the available memory, the estimated
+//!     maximum model length is M. ..." when --kv-cache-memory-bytes cannot hold --max-model-len at
+//!     SIM_KV_BYTES_PER_TOKEN bytes a token (3466: MIAAI README "2.5 GiB per rank = 774,400 tokens ... ~3.4
+//!     KiB/token"), the pool counted in whole --block-size blocks.
+//!   - lab rules (exit 2): a node rank above 0 without --headless (it would serve an API of its own; MIAAI runs
+//!     every node but the head --headless), --headless on node 0, the model directory (as the native lab
+//!     engine checks it), the --hf-overrides engram_table_dir directory (MIAAI: "[ -d ${ENGRAM_MOUNT} ] ||
+//!     FATAL"; the lab also wants MIAAI download.sh's ENGRAM_FILES in it), a worker whose shared engine
+//!     arguments differ from the head's (vLLM would hang or fail in the collectives).
+//!
+//! Life cycle: the head listens on --master-addr:--master-port (vLLM's torch.distributed store lives on node 0;
+//! the lab's rendezvous is fabric.zig's, plain TCP) and waits SIM_RENDEZVOUS_TIMEOUT_S (600, torch's store
+//! default) for the nnodes-1 workers, else exits 1 with the store's words ("Timed out after S seconds waiting
+//! for clients. J/N clients joined."); a worker retries until the head listens. Then SIM_LOAD_DELAY_S of
+//! "loading", then HTTP: /health (empty 200, 503 once a worker is lost), /v1/models, /v1/chat/completions,
+//! /v1/completions, /tokenize, /metrics. VLLM_API_KEY (or --api-key) makes every /v1 route need
+//! `Authorization: Bearer <key>` (401 {"error": "Unauthorized"}); /health stays open.
+
+const std = @import("std");
+const common = @import("common.zig");
+const model = @import("model.zig");
+const fabric = @import("fabric.zig");
+const http = @import("http.zig");
+const inputs = @import("inputs.zig");
+const argp = @import("argp.zig");
+
+const log = common.log;
+const refuse = common.refuse;
+
+const usage =
+    \\usage: vllm serve [model_tag] [options]
+    \\(vLLM SIMULATOR for the sparkfold lab: the flags of the vLLM overlay recipe; see lab/engine/README.md)
+    \\
+;
+
+const executor_backends = [_][]const u8{ "ray", "mp", "uni", "external_launcher" };
+
+/// The flags the lab knows: the recipe's (MIAAI start.sh head and worker ARGS) and a few common ones.
+pub const table = [_]argp.Opt{
+    .{ .name = "--host", .kind = .str },
+    .{ .name = "--port", .kind = .int },
+    .{ .name = "--served-model-name", .kind = .strs },
+    .{ .name = "--api-key", .kind = .str },
+    .{ .name = "--tensor-parallel-size", .kind = .int, .short = "-tp" },
+    .{ .name = "--pipeline-parallel-size", .kind = .int, .short = "-pp" },
+    .{ .name = "--nnodes", .kind = .int },
+    .{ .name = "--node-rank", .kind = .int },
+    .{ .name = "--master-addr", .kind = .str },
+    .{ .name = "--master-port", .kind = .int },
+    .{ .name = "--distributed-executor-backend", .kind = .str, .choices = &executor_backends },
+    .{ .name = "--headless", .kind = .flag },
+    .{ .name = "--api-server-count", .kind = .int },
+    .{ .name = "--tokenizer-mode", .kind = .str },
+    .{ .name = "--tool-call-parser", .kind = .str },
+    .{ .name = "--reasoning-parser", .kind = .str },
+    .{ .name = "--enable-auto-tool-choice", .kind = .flag },
+    .{ .name = "--enable-prefix-caching", .kind = .boolopt },
+    .{ .name = "--enable-flashinfer-autotune", .kind = .boolopt },
+    .{ .name = "--hf-overrides", .kind = .json },
+    .{ .name = "--quantization", .kind = .str, .short = "-q" },
+    .{ .name = "--max-model-len", .kind = .int },
+    .{ .name = "--gpu-memory-utilization", .kind = .float },
+    .{ .name = "--max-num-seqs", .kind = .int },
+    .{ .name = "--max-num-batched-tokens", .kind = .int },
+    .{ .name = "--long-prefill-token-threshold", .kind = .int },
+    .{ .name = "--kv-cache-memory-bytes", .kind = .int },
+    .{ .name = "--kv-cache-dtype", .kind = .str },
+    .{ .name = "--block-size", .kind = .int },
+    .{ .name = "--speculative-config", .kind = .json },
+    .{ .name = "--chat-template", .kind = .str },
+    .{ .name = "--language-model-only", .kind = .flag },
+    .{ .name = "--cudagraph-capture-sizes", .kind = .ints },
+    .{ .name = "--enforce-eager", .kind = .flag },
+    .{ .name = "--mm-encoder-tp-mode", .kind = .str, .choices = &.{ "weights", "data" } },
+    .{ .name = "--limit-mm-per-prompt", .kind = .json },
+    .{ .name = "--skip-mm-profiling", .kind = .flag },
+    .{ .name = "--trust-remote-code", .kind = .flag },
+    .{ .name = "--dtype", .kind = .str },
+    .{ .name = "--seed", .kind = .int },
+};
+
+/// The arguments every node must share (a worker whose digest differs is refused).
+const shared = [_][]const u8{
+    "--tensor-parallel-size",   "--pipeline-parallel-size",  "--nnodes",       "--max-model-len",
+    "--kv-cache-memory-bytes",  "--block-size",              "--quantization", "--max-num-seqs",
+    "--max-num-batched-tokens", "--speculative-config",      "--hf-overrides", "--language-model-only",
+    "--enforce-eager",          "--cudagraph-capture-sizes", "--master-port",
+};
+
+var fatal_state: common.Fatal = .{};
+
+fn argError(text: []const u8) noreturn {
+    std.debug.print("{s}vllm serve: error: {s}\n", .{ usage, text });
+    std.process.exit(common.exit_refused);
+}
+
+/// A Python exception at start (vLLM exits 1 with its traceback; the lab prints its last line).
+fn pyError(comptime kind: []const u8, comptime fmt: []const u8, args: anytype) noreturn {
+    log("refusing to start: " ++ kind ++ ": " ++ fmt, args);
+    std.process.exit(1);
+}
+
+fn gib(bytes: u64) f64 {
+    return @as(f64, @floatFromInt(bytes)) / (1024.0 * 1024.0 * 1024.0);
+}
+
+pub fn main(init: std.process.Init) !u8 {
+    const io = init.io;
+    const arena = init.arena.allocator();
+    const args = try init.minimal.args.toSlice(arena);
+    common.log_tag = "vllm";
+
+    if (args.len >= 2 and (std.mem.eql(u8, args[1], "--version") or std.mem.eql(u8, args[1], "-v"))) {
+        common.printVersion(io, "vllm");
+        return 0;
+    }
+    if (args.len < 2 or !std.mem.eql(u8, args[1], "serve")) {
+        std.debug.print("usage: vllm [-h] [-v] {{serve}} ...\nvllm: error: the lab simulates `vllm serve` only\n", .{});
+        return common.exit_refused;
+    }
+    const p = switch (try argp.parse(arena, &table, .{ .prog = "vllm serve", .positional = "model_tag", .abbrev = false, .underscores = true }, args[2..])) {
+        .help => {
+            std.debug.print("{s}", .{usage});
+            return 0;
+        },
+        .bad => |text| argError(text),
+        .ok => |o| o,
+    };
+    const env: common.Env = .{ .map = init.environ_map };
+
+    const headless = p.flag("--headless");
+    const node_rank: i64 = p.int("--node-rank", 0);
+    const nnodes: i64 = p.int("--nnodes", 1);
+    const tp: i64 = p.int("--tensor-parallel-size", 1);
+    const pp: i64 = p.int("--pipeline-parallel-size", 1);
+    common.log_tag = try std.fmt.allocPrint(arena, "vllm[node {d}]", .{node_rank});
+
+    if (p.get("--kv-cache-dtype")) |d|
+        refuse("--kv-cache-dtype {s}: this recipe must not pass it (the DeepSeek-V4.1 EXL3 overlay keeps the model's own CSA2 KV format; MiaAI start.sh: \"Do not force GLM's fp8_ds_mla\")", .{d});
+    if (headless) {
+        const count = p.int("--api-server-count", 0);
+        if (count > 0) pyError("ValueError", "--api-server-count={d} cannot be used with --headless (no API servers are started in headless mode).", .{count});
+    }
+    if (node_rank < 0) pyError("ValueError", "node_rank: Input should be greater than or equal to 0", .{});
+    if (nnodes < 1) pyError("ValueError", "nnodes: Input should be greater than or equal to 1", .{});
+    if (tp < 1 or pp < 1) pyError("ValueError", "tensor_parallel_size and pipeline_parallel_size: Input should be greater than or equal to 1", .{});
+    const backend = p.get("--distributed-executor-backend") orelse "mp";
+    if (nnodes > 1 and !(std.mem.eql(u8, backend, "mp") or std.mem.eql(u8, backend, "uni") or std.mem.eql(u8, backend, "external_launcher")))
+        pyError("ValueError", "nnodes > 1 can only be set when distributed executor backend is mp, uni or external_launcher.", .{});
+    const world = tp * pp;
+    if (nnodes > 1) {
+        if (@rem(world, nnodes) != 0) pyError("AssertionError", "world_size={d} must be divisible by nnodes={d}.", .{ world, nnodes });
+        if (node_rank >= nnodes) pyError("AssertionError", "node_rank={d} must be less than nnodes={d}.", .{ node_rank, nnodes });
+    }
+    const gpus: i64 = @intCast(env.int("SIM_GPUS_PER_NODE", 1));
+    if (@divTrunc(world, nnodes) > gpus)
+        pyError("ValueError", "World size ({d}) is larger than the number of available GPUs ({d}) in this node. If this is intentional and you are using:\n- ray, set '--distributed-executor-backend ray'.\n- multiprocessing, set '--nnodes' appropriately.", .{ world, gpus });
+    if (node_rank > 0 and !headless)
+        refuse("--node-rank {d} without --headless: only node 0 serves the API; start the other nodes with --headless (as the recipe's worker runs)", .{node_rank});
+    if (node_rank == 0 and headless and nnodes > 1)
+        refuse("--headless on --node-rank 0: node 0 is the head, which serves the API; start it without --headless", .{});
+
+    const model_path = p.positional;
+    const found = model.check(io, arena, model_path);
+    log("model checked: {s} ({d} shard(s), {d} tensors in the index)", .{ model_path, found.shards, found.tensors });
+    if (p.get("--hf-overrides")) |text| {
+        const v = std.json.parseFromSliceLeaky(std.json.Value, arena, text, .{}) catch unreachable;
+        const obj = switch (v) {
+            .object => |o| o,
+            else => pyError("ValueError", "--hf-overrides must be a JSON object, got {s}", .{text}),
+        };
+        if (obj.get("engram_table_dir")) |dir| switch (dir) {
+            .string => |s| inputs.checkEngram(io, "--hf-overrides engram_table_dir", s),
+            else => pyError("ValueError", "--hf-overrides engram_table_dir must be a path, got {s}", .{text}),
+        };
+    }
+    if (p.get("--speculative-config")) |text| {
+        const v = std.json.parseFromSliceLeaky(std.json.Value, arena, text, .{}) catch unreachable;
+        if (v != .object or v.object.get("method") == null)
+            pyError("ValueError", "--speculative-config must be a JSON object with a \"method\", got {s}", .{text});
+    }
+
+    // The KV pool (KVUTIL): whole blocks of --block-size tokens at SIM_KV_BYTES_PER_TOKEN bytes a token.
+    const max_model_len: u64 = @intCast(p.int("--max-model-len", 4096));
+    const block: u64 = @intCast(@max(p.int("--block-size", 16), 1));
+    const per_token = env.int("SIM_KV_BYTES_PER_TOKEN", 3466);
+    if (per_token == 0) refuse("SIM_KV_BYTES_PER_TOKEN must be > 0", .{});
+    if (p.get("--kv-cache-memory-bytes")) |_| {
+        const pool_bytes: u64 = @intCast(@max(p.int("--kv-cache-memory-bytes", 0), 0));
+        const pool_tokens = pool_bytes / (per_token * block) * block;
+        const needed = (max_model_len + block - 1) / block * block * per_token;
+        if (needed > pool_bytes) {
+            const estimate = if (pool_tokens > 0) try std.fmt.allocPrint(arena, "Based on the available memory, the estimated maximum model length is {d}. ", .{pool_tokens}) else "";
+            pyError("ValueError", "To serve at least one request with the model's max seq len ({d}), ({d:.2} GiB KV cache is needed, which is larger than the available KV cache memory ({d:.2} GiB). {s}Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine. See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details.", .{
+                max_model_len, gib(needed), gib(pool_bytes), estimate,
+            });
+        }
+        log("KV cache: {d:.2} GiB = {d} tokens in blocks of {d} ({d} B a token); max model len {d}", .{ gib(pool_bytes), pool_tokens, block, per_token, max_model_len });
+    }
+
+    var hasher = std.hash.Wyhash.init(0);
+    for (shared) |name| {
+        hasher.update(name);
+        for (p.all(name)) |v| {
+            hasher.update("=");
+            hasher.update(v);
+        }
+        hasher.update(";");
+    }
+    const digest = try std.fmt.allocPrint(arena, "{x:0>16}", .{hasher.final()});
+    const master_host = p.get("--master-addr") orelse "127.0.0.1";
+    const master_port: u16 = std.math.cast(u16, p.int("--master-port", 29501)) orelse refuse("--master-port {d} is not a port", .{p.int("--master-port", 0)});
+    const master = common.parseAddress("--master-addr", master_host, master_port);
+    const rendezvous_timeout_ms: i64 = @intFromFloat(env.float("SIM_RENDEZVOUS_TIMEOUT_S", 600) * 1000);
+
+    if (headless) {
+        log("headless worker: node {d} of {d}, joining the head at {s}:{d} (vLLM SIMULATOR)", .{ node_rank, nnodes, master_host, master_port });
+        var follower: fabric.Follower = .{
+            .io = io,
+            .rank = @intCast(node_rank),
+            .world = @intCast(nnodes),
+            .hello = .{ .rank = @intCast(node_rank), .world = @intCast(nnodes), .kit = model_path, .digest = digest },
+            .master = master,
+            .connect_timeout_ms = rendezvous_timeout_ms,
+        };
+        follower.run();
+    }
+
+    var served: []const u8 = model_path;
+    if (p.all("--served-model-name").len > 0) served = p.all("--served-model-name")[0];
+    var keys: std.ArrayList([]const u8) = .empty;
+    if (p.get("--api-key")) |k| try keys.append(arena, k);
+    if (env.str("VLLM_API_KEY")) |k| try keys.append(arena, k);
+    const host = p.get("--host") orelse "0.0.0.0";
+    const port: u16 = std.math.cast(u16, p.int("--port", 8000)) orelse refuse("--port {d} is not a port", .{p.int("--port", 0)});
+    const http_address = common.parseAddress("--host", host, port);
+    const cfg: http.Config = .{
+        .flavor = .vllm,
+        .name = served,
+        .context = max_model_len,
+        .parallel = @intCast(@max(p.int("--max-num-seqs", 256), 1)),
+        .api_keys = keys.items,
+        .default_max_tokens = max_model_len,
+        .decode_tok_s = env.float("SIM_DECODE_TOK_S", 50),
+        .prefill_tok_s = env.float("SIM_PREFILL_TOK_S", 2000),
+        .ttft_base_ms = env.float("SIM_TTFT_BASE_MS", 50),
+    };
+    if (cfg.decode_tok_s <= 0 or cfg.prefill_tok_s <= 0) refuse("SIM_DECODE_TOK_S and SIM_PREFILL_TOK_S must be > 0", .{});
+    log("head: serving {s} as {s}, TP {d} over {d} node(s), max model len {d}, max num seqs {d}, API key {s} (vLLM SIMULATOR)", .{
+        model_path, served, tp, nnodes, max_model_len, cfg.parallel, if (keys.items.len > 0) "on" else "off",
+    });
+
+    const expect: fabric.Expect = .{
+        .context = max_model_len,
+        .rdma = null,
+        .drafts = true,
+        .graphs = .{ .key = "", .env = "", .env_text = null, .on = false },
+        .side = .{ .key = "", .env = "", .env_text = null, .on = false },
+        .prefetch = .{ .key = "", .env = "", .env_text = null, .on = false },
+        .aio = .{ .key = "", .env = "", .env_text = null, .on = false },
+        .engram_json = "",
+        .rope_rows = 0,
+        .caches = &.{},
+        .model = model_path,
+        .digest = .{ .value = digest, .what = "engine arguments (--tensor-parallel-size, --max-model-len, --kv-cache-memory-bytes, --block-size, --speculative-config, --hf-overrides, ...)" },
+    };
+    var rendezvous: fabric.Rendezvous = .{
+        .io = io,
+        .world = @intCast(nnodes),
+        .peers = undefined,
+        .fatal = &fatal_state,
+        .grace_ms = @intFromFloat(env.float("SIM_FOLLOWER_GRACE_S", 5) * 1000),
+        .expect = &expect,
+    };
+    rendezvous.peers = try arena.alloc(@TypeOf(rendezvous.peers[0]), @intCast(nnodes));
+    for (rendezvous.peers) |*peer| peer.* = .{};
+    if (nnodes > 1) {
+        rendezvous.start(master);
+        const started = common.nowMs(io);
+        while (rendezvous.joined() < nnodes - 1) {
+            if (common.nowMs(io) - started > rendezvous_timeout_ms) {
+                log("fatal: torch.distributed.DistStoreError: Timed out after {d} seconds waiting for clients. {d}/{d} clients joined. (start the --headless worker first: it joins {s}:{d})", .{
+                    @divTrunc(rendezvous_timeout_ms, 1000), rendezvous.joined() + 1, nnodes, master_host, master_port,
+                });
+                return 1;
+            }
+            common.sleepMs(io, 50);
+        }
+        log("all {d} worker node(s) joined", .{nnodes - 1});
+    }
+    const load_delay_ms: i64 = @intFromFloat(env.float("SIM_LOAD_DELAY_S", 2) * 1000);
+    log("loading weights (simulated: {d} ms)", .{load_delay_ms});
+    common.sleepMs(io, load_delay_ms);
+    if (fatal_state.isSet()) while (true) common.sleepMs(io, 1000);
+
+    var listener = http_address.listen(io, .{ .reuse_address = true }) catch |err| {
+        log("fatal: ERROR: [Errno 98] error while attempting to bind on address {f}: {t}", .{ http_address, err });
+        return 1;
+    };
+    var server: http.Server = .{ .io = io, .gpa = init.gpa, .cfg = cfg, .fatal = &fatal_state };
+    rendezvous.serving.store(true, .release);
+    log("Starting vLLM API server on http://{f}", .{http_address});
+    server.serve(&listener);
+}

@@ -1,0 +1,192 @@
+# Copyright: (c) 2026, sparkfold developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The lab engine's `vllm serve` personality (lab/engine/src/vllm_serve.zig), run the way the vLLM overlay recipe
+(MiaAI-Lab/DeepSeek-v4.1-Flash-EXL3-2x-DGX-Sparks start.sh) runs it: the --headless worker first, then the head;
+/health (vLLM's empty 200), the OpenAI routes, the API key, and each refusal."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from tests.labengine import ENGINE, HOST, build, free_port, make_engram, make_model, request, stream, wait_until
+
+FAST = {"SIM_LOAD_DELAY_S": "0.2", "SIM_DECODE_TOK_S": "200", "SIM_TTFT_BASE_MS": "5", "SIM_FOLLOWER_GRACE_S": "1",
+        "SIM_RENDEZVOUS_TIMEOUT_S": "3"}
+# 2.5 GiB, MiaAI's pool (README: "2.5 GiB per rank = 774,400 tokens ... ~3.4 KiB/token").
+POOL = "2684354560"
+
+
+@pytest.fixture(scope="module")
+def bins(tmp_path_factory):
+    """OUT/bin with vllm and tensorfold (`zig build containers`)."""
+    return build(ENGINE, tmp_path_factory.mktemp("containers-out"), extra=("containers",))
+
+
+@pytest.fixture
+def inputs(tmp_path):
+    return make_model(tmp_path / "model"), make_engram(tmp_path / "engram-src")
+
+
+def vllm_args(model, engram, rank, master_port, http_port, extra=()):
+    """The recipe's `vllm serve` arguments for one node (MiaAI start.sh head/worker ARGS)."""
+    args = [str(model), "--served-model-name", "DeepSeek-v4.1-Flash-EXL3", "--host", HOST, "--port", str(http_port),
+            "--tensor-parallel-size", "2", "--nnodes", "2", "--node-rank", str(rank), "--master-addr", HOST,
+            "--master-port", str(master_port), "--distributed-executor-backend", "mp",
+            "--tokenizer-mode", "deepseek_v41", "--tool-call-parser", "deepseek_v41", "--reasoning-parser",
+            "deepseek_v41", "--enable-auto-tool-choice", "--enable-prefix-caching", "--no-enable-flashinfer-autotune",
+            "--hf-overrides", json.dumps({"engram_table_dir": str(engram)}), "--quantization", "exl3",
+            "--max-model-len", "600000", "--gpu-memory-utilization", "0.88", "--max-num-seqs", "2",
+            "--max-num-batched-tokens", "1024", "--long-prefill-token-threshold", "1792",
+            "--kv-cache-memory-bytes", POOL, "--block-size", "64",
+            "--speculative-config", '{"method":"dspark","num_speculative_tokens":3}', "--language-model-only",
+            "--cudagraph-capture-sizes", "1", "2", "3", "4", "6", "8", "12", "18", "24"]
+    if rank:
+        args.append("--headless")
+    return args + list(extra)
+
+
+def run(bins, args, env=None, timeout=15):
+    return subprocess.run([str(bins / "vllm"), "serve", *map(str, args)], capture_output=True, text=True,
+                          env={**os.environ, **FAST, **(env or {})}, timeout=timeout, check=False)
+
+
+def start(bins, args, env=None):
+    return subprocess.Popen([str(bins / "vllm"), "serve", *map(str, args)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, **FAST, **(env or {})})
+
+
+def stop(*procs):
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+
+
+def healthy(port):
+    try:
+        return request(port, "GET", "/health", timeout=2)[0] == 200
+    except OSError:
+        return False
+
+
+def test_worker_then_head_serve_the_openai_api_behind_the_key(bins, inputs):
+    model, engram = inputs
+    mport, hport = free_port(), free_port()
+    worker = start(bins, vllm_args(model, engram, 1, mport, free_port()))
+    head = start(bins, vllm_args(model, engram, 0, mport, hport), env={"VLLM_API_KEY": "sk-lab"})
+    try:
+        assert wait_until(lambda: healthy(hport), 15), head.stderr.read() if head.poll() is not None else "no /health"
+        assert request(hport, "GET", "/health") == (200, "")  # vLLM's /health: an empty 200
+        assert request(hport, "GET", "/v1/models") == (401, {"error": "Unauthorized"})
+        key = {"Authorization": "Bearer sk-lab"}
+        status, models = request(hport, "GET", "/v1/models", headers=key)
+        assert status == 200 and [m["id"] for m in models["data"]] == ["DeepSeek-v4.1-Flash-EXL3"]
+        assert models["data"][0]["max_model_len"] == 600000
+        body = {"model": "DeepSeek-v4.1-Flash-EXL3", "max_tokens": 8,
+                "messages": [{"role": "user", "content": "What is 17*19? Reply with the integer only."}]}
+        status, reply = request(hport, "POST", "/v1/chat/completions", body, headers=key)
+        assert status == 200 and reply["choices"][0]["message"]["content"]
+        assert reply["usage"]["completion_tokens"] <= 8
+        # the prompt is over --max-model-len: vLLM's 400
+        long = dict(body, messages=[{"role": "user", "content": "w " * 600001}])
+        status, err = request(hport, "POST", "/v1/chat/completions", long, headers=key)
+        assert status == 400
+        assert err["error"]["message"].startswith("This model's maximum context length is 600000 tokens. "
+                                                  "However, your request has 600001 input tokens.")
+        assert worker.poll() is None
+    finally:
+        stop(head, worker)
+
+
+def test_streaming_without_a_key_on_one_node(bins, inputs):
+    model, _ = inputs
+    hport = free_port()
+    head = start(bins, [model, "--port", str(hport), "--host", HOST, "--max-model-len", "4096"])
+    try:
+        assert wait_until(lambda: healthy(hport), 10)
+        status, events = stream(hport, "/v1/chat/completions",
+                                {"messages": [{"role": "user", "content": "hello"}], "max_tokens": 4})
+        assert status == 200 and events[-1][1] == "[DONE]"
+        assert json.loads(events[0][1])["model"] == str(model)  # no --served-model-name: the model path
+    finally:
+        stop(head)
+
+
+def test_the_head_fails_clearly_without_its_worker(bins, inputs):
+    model, engram = inputs
+    mport, hport = free_port(), free_port()
+    done = run(bins, vllm_args(model, engram, 0, mport, hport))
+    assert done.returncode == 1
+    assert "Timed out after 3 seconds waiting for clients. 1/2 clients joined." in done.stderr
+    assert "start the --headless worker first" in done.stderr
+
+
+def refused(done, text, status=2):
+    assert done.returncode == status, (done.returncode, done.stderr)
+    assert text in done.stderr, done.stderr
+
+
+def test_argparse_refusals(bins, inputs):
+    model, engram = inputs
+    base = vllm_args(model, engram, 0, free_port(), free_port())
+    refused(run(bins, [*base, "--bogus", "1"]), "vllm serve: error: unrecognized arguments: --bogus 1")
+    refused(run(bins, [*base, "--port", "x"]), "vllm serve: error: argument --port: invalid int value: 'x'")
+    refused(run(bins, [*base, "--enforce-eager=1"]), "argument --enforce-eager: ignored explicit argument '1'")
+    refused(run(bins, [*base, "--hf-overrides", "{oops"]), "argument --hf-overrides: invalid loads value: '{oops'")
+    refused(run(bins, [*base, "--distributed-executor-backend", "bogus"]),
+            "argument --distributed-executor-backend: invalid choice: 'bogus' "
+            "(choose from ray, mp, uni, external_launcher)")
+    refused(run(bins, ["--port", "1"]), "the following arguments are required: model_tag")
+    assert "usage: vllm serve [model_tag] [options]" in run(bins, [*base, "--bogus"]).stderr
+    # FlexibleArgumentParser: underscores are dashes
+    refused(run(bins, [*base, "--kv_cache_dtype", "fp8"]), "--kv-cache-dtype fp8: this recipe must not pass it")
+
+
+def test_inconsistent_nodes_are_refused(bins, inputs):
+    model, engram = inputs
+    base = vllm_args(model, engram, 0, free_port(), free_port())
+    refused(run(bins, [*base, "--tensor-parallel-size", "3"]),
+            "AssertionError: world_size=3 must be divisible by nnodes=2.", 1)
+    refused(run(bins, [*base, "--node-rank", "2", "--headless"]),
+            "AssertionError: node_rank=2 must be less than nnodes=2.", 1)
+    refused(run(bins, [*base, "--nnodes", "1"]),
+            "ValueError: World size (2) is larger than the number of available GPUs (1)", 1)
+    refused(run(bins, [*base, "--distributed-executor-backend", "ray"]),
+            "ValueError: nnodes > 1 can only be set when distributed executor backend is mp, uni or external_launcher.",
+            1)
+    refused(run(bins, [*base, "--headless", "--node-rank", "1", "--api-server-count", "1"]),
+            "ValueError: --api-server-count=1 cannot be used with --headless", 1)
+    refused(run(bins, [*base, "--node-rank", "1"]), "--node-rank 1 without --headless: only node 0 serves the API")
+    refused(run(bins, [*base, "--headless"]), "--headless on --node-rank 0")
+
+
+def test_a_worker_with_other_engine_arguments_is_refused(bins, inputs):
+    model, engram = inputs
+    mport, hport = free_port(), free_port()
+    head = start(bins, vllm_args(model, engram, 0, mport, hport), env={"SIM_RENDEZVOUS_TIMEOUT_S": "10"})
+    try:
+        worker = run(bins, vllm_args(model, engram, 1, mport, free_port(), ["--max-model-len", "500000"]))
+        refused(worker, "rank 0 refused rank 1: rank 1 was started with other engine arguments")
+        assert head.wait(timeout=10) == 2
+    finally:
+        stop(head)
+
+
+def test_bad_inputs_and_a_pool_too_small(bins, inputs, tmp_path):
+    model, engram = inputs
+    base = vllm_args(model, engram, 0, free_port(), free_port())
+    (model / "model-00002-of-00002.safetensors").unlink()
+    refused(run(bins, base), "model-00002-of-00002.safetensors is missing")
+    model2 = make_model(tmp_path / "model2")
+    base = vllm_args(model2, tmp_path / "no-engram", 0, free_port(), free_port())
+    refused(run(bins, base), "--hf-overrides engram_table_dir")
+    base = vllm_args(model2, engram, 0, free_port(), free_port())
+    # 2 GiB holds 619,584 tokens at 3,466 B in blocks of 64: 600,000 fits, 700,000 does not
+    done = run(bins, [*base, "--kv-cache-memory-bytes", str(2 << 30), "--max-model-len", "700000"])
+    refused(done, "ValueError: To serve at least one request with the model's max seq len (700000), (2.26 GiB KV "
+                  "cache is needed, which is larger than the available KV cache memory (2.00 GiB). Based on the "
+                  "available memory, the estimated maximum model length is 619584.", 1)
