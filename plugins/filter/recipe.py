@@ -301,12 +301,13 @@ def recipe_render(template, values):
     return out
 
 
-def container_run(container, name, image, env_file, argv, lab_extra=None):
+def container_run(container, name, image, env_file, argv, lab_extra=None, values=None):
     """The `podman run` (or `docker run`) command line of one rank, from the recipe's container section.
 
     container: the recipe's container mapping, its mounts already rendered; name: the container's name;
     image: the image reference to run (pinned); env_file: the 0600 file with the rank's environment and
-    secrets (never on the command line); argv: the entry point's arguments; lab_extra: more options.
+    secrets (never on the command line); argv: the entry point's arguments; lab_extra: more options;
+    values: the launch placeholders' values, to fill in the mounts' sources ({model_dir}, ...).
     """
     if not isinstance(container, dict) or not isinstance(argv, list):
         raise AnsibleFilterError('container_run: expected the recipe container mapping and a list of arguments')
@@ -338,7 +339,8 @@ def container_run(container, name, image, env_file, argv, lab_extra=None):
     for key, value in sorted((opts.get('ulimits') or {}).items()):
         cmd += ['--ulimit', f'{to_text(key)}={to_text(value)}']
     for mount in container.get('mounts') or []:
-        cmd += ['--volume', f"{to_text(mount['src'])}:{to_text(mount['dest'])}:{to_text(mount.get('mode', 'ro'))}"]
+        src = _render_one(mount['src'], values) if values is not None else to_text(mount['src'])
+        cmd += ['--volume', f"{src}:{to_text(mount['dest'])}:{to_text(mount.get('mode', 'ro'))}"]
     cmd += ['--env-file', to_text(env_file)]
     cmd += [to_text(v) for v in (opts.get('extra') or [])] + [to_text(v) for v in (lab_extra or [])]
     cmd += ['--entrypoint', to_text(container.get('entrypoint')), to_text(image)]

@@ -305,3 +305,11 @@ def test_container_run_podman_and_docker():
     assert docker[docker.index('--shm-size') + 1] == '32g' and '--cgroups=disabled' in docker
     with pytest.raises(AnsibleFilterError, match='runtime must be one of podman, docker'):
         container_run(dict(container, runtime='lxc'), 'n', 'i', '/e', [])
+
+
+def test_container_run_fills_the_mounts_in():
+    r = load(VLLM)
+    cmd = container_run(r['container'], 'n', 'i', '/e', [], values={'model_dir': '/srv/m', 'engram_dir': '/var/e'})
+    assert '/srv/m:/model:ro' in cmd and '/var/e:/engram-src:ro' in cmd
+    with pytest.raises(AnsibleFilterError, match='no value for {engram_dir}'):
+        container_run(r['container'], 'n', 'i', '/e', [], values={'model_dir': '/srv/m'})
