@@ -236,6 +236,10 @@ def _container_problems(recipe):
     for key in ('devices', 'cap_add', 'extra'):
         if not all(isinstance(v, str) and v for v in options[key]):
             problems.append(f'container.options.{key} must be a list of strings')
+    for key, value in options['ulimits'].items():
+        if value is not None and not (isinstance(value, (str, int)) and not isinstance(value, bool)):
+            problems.append(f'container.options.ulimits.{key} must be a limit (a string or number; null = the '
+                            f'runtime\'s default), got {value!r}')
     for mount in container['mounts']:
         if (not isinstance(mount, dict) or not isinstance(mount.get('src'), str) or not mount['src']
                 or not isinstance(mount.get('dest'), str) or not mount['dest'].startswith('/')
@@ -337,7 +341,9 @@ def container_run(container, name, image, env_file, argv, lab_extra=None, values
     for cap in opts.get('cap_add') or []:
         cmd += ['--cap-add', to_text(cap)]
     for key, value in sorted((opts.get('ulimits') or {}).items()):
-        cmd += ['--ulimit', f'{to_text(key)}={to_text(value)}']
+        # null: left to the runtime (an override cannot remove a key from the recipe's mapping).
+        if value is not None:
+            cmd += ['--ulimit', f'{to_text(key)}={to_text(value)}']
     for mount in container.get('mounts') or []:
         src = _render_one(mount['src'], values) if values is not None else to_text(mount['src'])
         cmd += ['--volume', f"{src}:{to_text(mount['dest'])}:{to_text(mount.get('mode', 'ro'))}"]

@@ -235,7 +235,9 @@ def test_container_rules_are_all_named_at_once():
     recipe['memory']['gate_gib'] = 100
     recipe['launch']['follower']['args'] = ['serve', '/model', '--kv-cache-dtype', 'fp8']
     recipe['capacity']['model'] = 'zig-pool'
+    container['options']['ulimits']['stack'] = ['8m']
     problems = recipe_problems(recipe)
+    assert any(p.startswith('container.options.ulimits.stack must be a limit') for p in problems)
     assert "container.runtime must be one of podman, docker, got 'lxc'" in problems
     assert any(p.startswith("container.image.ref 'ghcr.io/x/y@sha256:") for p in problems)
     assert "container.image.digest must pin the pulled image (sha256: and 64 hex digits), got 'latest'" in problems
@@ -303,6 +305,8 @@ def test_container_run_podman_and_docker():
     docker = container_run(dict(container, runtime='docker'), 'n', 'i', '/e', [], ['--cgroups=disabled'])
     assert '--replace' not in docker and docker[docker.index('--gpus') + 1] == 'all'
     assert docker[docker.index('--shm-size') + 1] == '32g' and '--cgroups=disabled' in docker
+    no_limits = dict(container, options=dict(container['options'], ulimits={'memlock': None, 'stack': None}))
+    assert '--ulimit' not in container_run(no_limits, 'n', 'i', '/e', [])
     with pytest.raises(AnsibleFilterError, match='runtime must be one of podman, docker'):
         container_run(dict(container, runtime='lxc'), 'n', 'i', '/e', [])
 
