@@ -205,7 +205,8 @@ def test_kv_per_token_leaves_the_other_models_inputs_alone():
     assert error_of(kv(max_model_length=614400)) == (
         'capacity_plan: no capacity model takes max_model_length; the inputs of kv-per-token are '
         'kv_bytes_per_token, kv_kib_per_token, pool_tokens, pool_gib, max_model_len, max_num_seqs, '
-        'prefill_floor_bytes, prefill_pool_factor, weights_bytes_per_node, engram_bytes_per_node, node_memory_bytes, memory_floor_bytes')
+        'prefill_floor_bytes, prefill_pool_factor, weights_bytes_per_node, engram_bytes_per_node, node_memory_bytes, '
+        'memory_floor_bytes')
     assert error_of(kv(max_model_len=None)) == 'capacity_plan: max_model_len is missing'
 
 
