@@ -318,3 +318,15 @@ def test_container_run_fills_the_mounts_in():
     assert '/srv/m:/model:ro' in cmd and '/var/e:/engram-src:ro' in cmd
     with pytest.raises(AnsibleFilterError, match=re.escape('no value for {engram_dir}')):
         container_run(r['container'], 'n', 'i', '/e', [], values={'model_dir': '/srv/m'})
+
+
+@pytest.mark.parametrize('path', RECIPES, ids=[p.stem for p in RECIPES])
+def test_no_shipped_recipe_holds_template_syntax(path):
+    # include_vars templates every string of the recipe: '{{' or '{%' in a comment-free value fails the load.
+    def strings(node):
+        if isinstance(node, dict):
+            return [s for v in node.values() for s in strings(v)]
+        if isinstance(node, list):
+            return [s for v in node for s in strings(v)]
+        return [node] if isinstance(node, str) else []
+    assert [s for s in strings(load(path)) if '{{' in s or '{%' in s or '{#' in s] == []
