@@ -61,7 +61,8 @@ _KV_KEYS = ('kv_bytes_per_token', 'kv_kib_per_token', 'pool_tokens', 'pool_gib')
 INPUTS = {
     'zig-pool': ('context', 'slots', 'streams', 'round_rows', 'bytes_per_position', 'measured_bytes',
                  'measured_positions', 'reply_tokens', *_MEMORY_KEYS),
-    'kv-per-token': (*_KV_KEYS, 'max_model_len', 'max_num_seqs', 'prefill_floor_bytes', *_MEMORY_KEYS),
+    'kv-per-token': (*_KV_KEYS, 'max_model_len', 'max_num_seqs', 'prefill_floor_bytes', 'prefill_pool_factor',
+                     *_MEMORY_KEYS),
     'token-pool': (*_KV_KEYS, 'slots', 'context', 'reply_tokens', 'page_tokens', *_MEMORY_KEYS),
 }
 MODELS = tuple(INPUTS)
@@ -224,6 +225,12 @@ def _kv_per_token(recipe):
     max_model_len = to_count(required(recipe, 'max_model_len'), 'max_model_len', minimum=1)
     max_num_seqs = optional_count(recipe, 'max_num_seqs', 1, minimum=1)
     prefill = optional_count(recipe, 'prefill_floor_bytes')
+    # During a long prefill the pool costs more than itself: MiaAI README @145bb98 "Every extra 0.5 GiB
+    # of KV pool costs ~1 GiB of head prefill margin" (factor 2). 1 = the pool counts once.
+    factor = to_number(recipe['prefill_pool_factor'], 'prefill_pool_factor') \
+        if is_given(recipe, 'prefill_pool_factor') else 1
+    if factor < 1:
+        raise CapacityError(f'prefill_pool_factor must be at least 1, got {factor}')
     weights, engram, node_memory, floor = memory_inputs(recipe)
     needed_pool_bytes = math.ceil(max_model_len * kv)
 
@@ -233,7 +240,9 @@ def _kv_per_token(recipe):
             f'pool {_gib(pool_bytes)} holds {pool_tokens:,} tokens at {_decimals(kv / KIB)} KiB/token, '
             f'less than one sequence of max_model_len {max_model_len:,} tokens, which needs '
             f'{_gib(needed_pool_bytes)} ({needed_pool_bytes:,} bytes)')
+    growth = round((factor - 1) * pool_bytes)
     parts = [('weights', weights), ('engram', engram), ('KV pool', pool_bytes), ('prefill floor', prefill),
+             *([(f'prefill pool growth ({_decimals(factor - 1)} x pool)', growth)] if growth else []),
              ('floor', floor)]
     memory = _memory_problem(parts, node_memory)
     if memory:
@@ -251,7 +260,7 @@ def _kv_per_token(recipe):
         'needed_pool_bytes': needed_pool_bytes,
         'full_sequences': full,
         'max_num_seqs': max_num_seqs,
-        **_memory_fields(weights, engram, pool_bytes, floor, node_memory, prefill),
+        **_memory_fields(weights, engram, pool_bytes, floor, node_memory, prefill + growth),
     }
 
 

@@ -15,7 +15,11 @@ import re
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
 
-FLAVOURS = ('dsv41-zig',)
+FLAVOURS = ('dsv41-zig', 'vllm-container')
+# How the ranks of a container flavour run, and how its image is obtained.
+RUNTIMES = ('podman', 'docker')
+OBTAINS = ('pull', 'build')
+_DIGEST_RE = re.compile(r'^sha256:[0-9a-f]{64}$')
 # The roles start followers first, then rank 0 (roles/engine_service/tasks/ranks.yml); no other order is built yet.
 ORDERS = ('followers_first',)
 CAPACITY_MODELS = ('zig-pool', 'kv-per-token', 'token-pool')
@@ -54,6 +58,11 @@ PLACEHOLDERS = {
     'thinking_args': '--thinking or --no-thinking (serve.thinking)',
     'drafts_args': 'nothing, or --no-drafts when serve.drafts is off',
     'follower_drafts_args': 'nothing, or --drafts 0 when serve.drafts is off',
+    'fabric_interface': "this node's rail 0 interface (the one CX7 port NCCL and Gloo use)",
+    'fabric_hca': "this node's rail 0 RDMA device (one HCA per node)",
+    'fabric_address': "this node's rail 0 fabric address",
+    'headless_args': 'nothing on rank 0, --headless on the other ranks (vLLM)',
+    'kv_pool_bytes': 'serve.kv_pool_bytes (the pinned KV pool, bytes)',
 }
 
 # (path, type) of every field a recipe of a flavour must have; type None = any non-empty value.
@@ -83,6 +92,19 @@ REQUIRED = {
         ('engram.repo_id', str), ('engram.revision', str), ('engram.files', list),
         ('serve.drafts', bool), ('serve.max_tokens', int), ('serve.streams', int), ('serve.backend', str),
         ('capacity.measured_bytes', int), ('capacity.measured_positions', int),
+    ],
+    'vllm-container': [
+        *_COMMON,
+        ('engram.repo_id', str), ('engram.revision', str), ('engram.files', list),
+        ('container.runtime', str), ('container.image.obtain', str), ('container.image.ref', str),
+        ('container.entrypoint', str),
+        ('container.options.network', str), ('container.options.ipc', str),
+        ('container.options.stop_timeout', int), ('container.options.devices', list),
+        ('container.options.cap_add', list), ('container.options.ulimits', dict), ('container.options.extra', list),
+        ('container.mounts', list),
+        ('serve.kv_pool_bytes', int),
+        ('capacity.kv_bytes_per_token', (int, float)), ('capacity.prefill_floor_gib', (int, float)),
+        ('memory.weights_gib_per_rank', (int, float)), ('memory.boot_margin_gib', (int, float)),
     ],
 }
 
@@ -156,6 +178,8 @@ def recipe_problems(recipe):
         if recipe['serve']['parallel'] > recipe['serve']['streams']:
             problems.append(f"serve.parallel {recipe['serve']['parallel']} is more than serve.streams "
                             f"{recipe['serve']['streams']}: this engine serves TF_DS_STREAMS streams at once")
+    if flavour == 'vllm-container':
+        problems.extend(_container_problems(recipe))
     serve = recipe['serve']
     for key in ('window', 'round_rows'):
         if key in serve and (not _is_type(serve[key], int) or serve[key] < 1):
@@ -163,11 +187,79 @@ def recipe_problems(recipe):
     if _is_type(serve.get('window'), int) and serve['window'] < serve['context']:
         problems.append(f"serve.window {serve['window']} is less than serve.context {serve['context']}: "
                         'the streams share the window, a request takes at most the context')
-    templates = [recipe['launch'], recipe.get('inputs', {}), (recipe.get('kit') or {}).get('verify', [])]
+    templates = [recipe['launch'], recipe.get('inputs', {}), (recipe.get('kit') or {}).get('verify', []),
+                 [m.get('src') for m in (recipe.get('container') or {}).get('mounts') or [] if isinstance(m, dict)]]
     unknown = sorted(_placeholders(templates) - set(PLACEHOLDERS))
     if unknown:
         names = ', '.join('{' + u + '}' for u in unknown)
         problems.append(f'launch, inputs or kit.verify name unknown placeholders: {names}')
+    return problems
+
+
+def _container_problems(recipe):
+    """The rules of a recipe whose ranks run in containers (flavour vllm-container)."""
+    problems = []
+    container = recipe['container']
+    image, options = container['image'], container['options']
+    if container['runtime'] not in RUNTIMES:
+        problems.append(f"container.runtime must be one of {', '.join(RUNTIMES)}, got '{container['runtime']}'")
+    obtain = image['obtain']
+    if obtain not in OBTAINS:
+        problems.append(f"container.image.obtain must be one of {', '.join(OBTAINS)}, got '{obtain}'")
+    if '@' in image['ref']:
+        problems.append(f"container.image.ref '{image['ref']}' must be a name and tag: the digest goes in "
+                        'container.image.digest')
+    if obtain == 'pull' and not _DIGEST_RE.match(to_text(image.get('digest') or '')):
+        problems.append(f"container.image.digest must pin the pulled image (sha256: and 64 hex digits), "
+                        f"got '{to_text(image.get('digest') or '')}'")
+    if obtain == 'build':
+        build = image.get('build')
+        if not isinstance(build, dict):
+            problems.append('container.image.build is missing (base, base_digest, containerfile, context)')
+        else:
+            for key in ('base', 'containerfile', 'context'):
+                if not isinstance(build.get(key), str) or not build[key].strip():
+                    problems.append(f'container.image.build.{key} is missing')
+            if build.get('base') != 'scratch' and not _DIGEST_RE.match(to_text(build.get('base_digest') or '')):
+                problems.append('container.image.build.base_digest must pin the base image (sha256: and 64 hex '
+                                f"digits) unless the base is scratch, got '{to_text(build.get('base_digest') or '')}'")
+    for key in ('network', 'ipc'):
+        if options[key] != 'host':
+            problems.append(f"container.options.{key} must be host (the ranks talk over the fabric and share "
+                            f"memory with the host), got '{options[key]}'")
+    if options['stop_timeout'] < 1:
+        problems.append(f"container.options.stop_timeout must be at least 1 second, got {options['stop_timeout']}")
+    oom = options.get('oom_score_adj', recipe['memory']['oom_score_adjust'])
+    if oom != recipe['memory']['oom_score_adjust']:
+        problems.append(f"container.options.oom_score_adj {oom!r} differs from memory.oom_score_adjust "
+                        f"{recipe['memory']['oom_score_adjust']}")
+    for key in ('devices', 'cap_add', 'extra'):
+        if not all(isinstance(v, str) and v for v in options[key]):
+            problems.append(f'container.options.{key} must be a list of strings')
+    for key, value in options['ulimits'].items():
+        if value is not None and not (isinstance(value, (str, int)) and not isinstance(value, bool)):
+            problems.append(f'container.options.ulimits.{key} must be a limit (a string or number; null = the '
+                            f'runtime\'s default), got {value!r}')
+    for mount in container['mounts']:
+        if (not isinstance(mount, dict) or not isinstance(mount.get('src'), str) or not mount['src']
+                or not isinstance(mount.get('dest'), str) or not mount['dest'].startswith('/')
+                or mount.get('mode', 'ro') not in ('ro', 'rw')):
+            problems.append(f'container.mounts: {mount!r} is not {{src, dest (absolute), mode ro or rw}}')
+    if recipe['capacity']['model'] != 'kv-per-token':
+        problems.append(f"capacity.model must be kv-per-token for vLLM, got '{recipe['capacity']['model']}'")
+    memory = recipe['memory']
+    boot = memory['weights_gib_per_rank'] + memory['boot_margin_gib']
+    if memory['gate_gib'] < boot:
+        problems.append(f"memory.gate_gib {memory['gate_gib']} is less than weights per rank "
+                        f"{memory['weights_gib_per_rank']} + boot margin {memory['boot_margin_gib']} = {boot:g} GiB")
+    for rank in ('rank0', 'follower'):
+        args = [to_text(a) for a in recipe['launch'][rank]['args']]
+        if '--kv-cache-dtype' in args:
+            problems.append(f'launch.{rank}.args pass --kv-cache-dtype: the overlay picks fp8_ds_mla itself')
+        if '--node-rank' not in args or args[args.index('--node-rank') + 1:][:1] != ['{rank}']:
+            problems.append(f'launch.{rank}.args must pass --node-rank {{rank}}')
+        if '{headless_args}' not in args:
+            problems.append(f'launch.{rank}.args must hold {{headless_args}} (--headless on the workers)')
     return problems
 
 
@@ -213,6 +305,54 @@ def recipe_render(template, values):
     return out
 
 
+def container_run(container, name, image, env_file, argv, lab_extra=None, values=None):
+    """The `podman run` (or `docker run`) command line of one rank, from the recipe's container section.
+
+    container: the recipe's container mapping, its mounts already rendered; name: the container's name;
+    image: the image reference to run (pinned); env_file: the 0600 file with the rank's environment and
+    secrets (never on the command line); argv: the entry point's arguments; lab_extra: more options;
+    values: the launch placeholders' values, to fill in the mounts' sources ({model_dir}, ...).
+    """
+    if not isinstance(container, dict) or not isinstance(argv, list):
+        raise AnsibleFilterError('container_run: expected the recipe container mapping and a list of arguments')
+    runtime = to_text(container.get('runtime'))
+    if runtime not in RUNTIMES:
+        raise AnsibleFilterError(f"container_run: runtime must be one of {', '.join(RUNTIMES)}, got '{runtime}'")
+    opts = container.get('options') or {}
+    cmd = [runtime, 'run', '--rm', '--name', to_text(name)]
+    if runtime == 'podman':
+        # A container of the same name left by a killed run is replaced, not an error.
+        cmd.append('--replace')
+    cmd += ['--network', to_text(opts.get('network', 'host')), '--ipc', to_text(opts.get('ipc', 'host'))]
+    # podman refuses --shm-size with the host's IPC namespace ("cannot set shmsize when running in the
+    # host IPC Namespace"); /dev/shm is then the host's anyway. docker accepts and ignores it.
+    if opts.get('shm_size') and not (runtime == 'podman' and opts.get('ipc') == 'host'):
+        cmd += ['--shm-size', to_text(opts['shm_size'])]
+    if opts.get('stop_timeout'):
+        cmd += ['--stop-timeout', to_text(opts['stop_timeout'])]
+    if opts.get('oom_score_adj') is not None:
+        cmd += ['--oom-score-adj', to_text(opts['oom_score_adj'])]
+    if opts.get('gpus'):
+        # docker's --gpus; podman reaches the GPUs through CDI (nvidia-ctk cdi generate).
+        cmd += ['--gpus', to_text(opts['gpus'])] if runtime == 'docker' else \
+            ['--device', 'nvidia.com/gpu=' + to_text(opts['gpus'])]
+    for device in opts.get('devices') or []:
+        cmd += ['--device', to_text(device)]
+    for cap in opts.get('cap_add') or []:
+        cmd += ['--cap-add', to_text(cap)]
+    for key, value in sorted((opts.get('ulimits') or {}).items()):
+        # null: left to the runtime (an override cannot remove a key from the recipe's mapping).
+        if value is not None:
+            cmd += ['--ulimit', f'{to_text(key)}={to_text(value)}']
+    for mount in container.get('mounts') or []:
+        src = _render_one(mount['src'], values) if values is not None else to_text(mount['src'])
+        cmd += ['--volume', f"{src}:{to_text(mount['dest'])}:{to_text(mount.get('mode', 'ro'))}"]
+    cmd += ['--env-file', to_text(env_file)]
+    cmd += [to_text(v) for v in (opts.get('extra') or [])] + [to_text(v) for v in (lab_extra or [])]
+    cmd += ['--entrypoint', to_text(container.get('entrypoint')), to_text(image)]
+    return cmd + [to_text(a) for a in argv]
+
+
 class FilterModule:
     def filters(self):
-        return {'recipe_check': recipe_check, 'recipe_render': recipe_render}
+        return {'recipe_check': recipe_check, 'recipe_render': recipe_render, 'container_run': container_run}

@@ -205,7 +205,8 @@ def test_kv_per_token_leaves_the_other_models_inputs_alone():
     assert error_of(kv(max_model_length=614400)) == (
         'capacity_plan: no capacity model takes max_model_length; the inputs of kv-per-token are '
         'kv_bytes_per_token, kv_kib_per_token, pool_tokens, pool_gib, max_model_len, max_num_seqs, '
-        'prefill_floor_bytes, weights_bytes_per_node, engram_bytes_per_node, node_memory_bytes, memory_floor_bytes')
+        'prefill_floor_bytes, prefill_pool_factor, weights_bytes_per_node, engram_bytes_per_node, node_memory_bytes, '
+        'memory_floor_bytes')
     assert error_of(kv(max_model_len=None)) == 'capacity_plan: max_model_len is missing'
 
 
@@ -417,3 +418,18 @@ def test_omitted_and_empty_values_are_absent():
     assert plan['fits'] and plan['page_tokens'] is None
     plan = capacity_plan(zig(streams=OMIT, page_tokens=OMIT))
     assert plan['streams'] == 4 and plan['ignored'] == []
+
+
+def test_kv_per_token_the_pool_counts_twice_during_a_long_prefill():
+    """MiaAI README @145bb98: a 3 GiB pool dies at ~470k of a 600k prompt; 2.5 GiB ends at 2.1 GiB free."""
+    shipped = kv(prefill_floor_bytes=round(15.1 * GIB), prefill_pool_factor=2)
+    plan = capacity_plan(shipped)
+    assert plan['fits'] is True
+    assert 'prefill pool growth (1.0 x pool) 2.5 GiB' in plan['summary']
+    message = error_of(dict(shipped, pool_gib=3))
+    assert message == (
+        'capacity_plan: the recipe does not fit (kv-per-token): weights 99.5 GiB + engram 0.0 GiB + KV pool '
+        '3.0 GiB + prefill floor 15.1 GiB + prefill pool growth (1.0 x pool) 3.0 GiB + floor 1.5 GiB = 122.1 GiB '
+        'exceeds node memory 121.7 GiB by 0.4 GiB (429,496,729 bytes)')
+    with pytest.raises(AnsibleFilterError, match='prefill_pool_factor must be at least 1'):
+        capacity_plan(dict(shipped, prefill_pool_factor=0.5))

@@ -15,6 +15,7 @@ from ansible_collections.sparkfold.cluster.plugins.filter.recipe import (
     PLACEHOLDERS,
     REQUIRED,
     FilterModule,
+    container_run,
     recipe_check,
     recipe_problems,
     recipe_render,
@@ -23,6 +24,7 @@ from ansible_collections.sparkfold.cluster.plugins.filter.recipe import (
 ROOT = pathlib.Path(__file__).resolve().parents[4]
 RECIPES = sorted((ROOT / 'roles' / 'recipe' / 'recipes').glob('*.yml'))
 TP2 = ROOT / 'roles' / 'recipe' / 'recipes' / 'dsv41-flash-tp2-zig.yml'
+VLLM = ROOT / 'roles' / 'recipe' / 'recipes' / 'dsv41-flash-tp2-vllm.yml'
 
 
 def load(path):
@@ -30,7 +32,7 @@ def load(path):
 
 
 def test_filters_are_registered():
-    assert set(FilterModule().filters()) == {'recipe_check', 'recipe_render'}
+    assert set(FilterModule().filters()) == {'recipe_check', 'recipe_render', 'container_run'}
 
 
 @pytest.mark.parametrize('path', RECIPES, ids=[p.stem for p in RECIPES])
@@ -79,7 +81,7 @@ def test_consistency_rules():
 
 
 def test_unknown_flavour_and_bool_for_int():
-    assert recipe_problems({'flavour': 'llama'}) == ["flavour is 'llama', one of dsv41-zig is needed"]
+    assert recipe_problems({'flavour': 'llama'}) == ["flavour is 'llama', one of dsv41-zig, vllm-container is needed"]
     recipe = load(TP2)
     recipe['world'] = True
     assert 'world must be a whole number, got True' in recipe_problems(recipe)
@@ -206,3 +208,125 @@ def test_window_and_round_rows_are_checked():
     r = load(TP4)
     r['kit']['verify'].append('{original_dir}')
     assert 'launch, inputs or kit.verify name unknown placeholders: {original_dir}' in recipe_problems(r)
+
+
+# ------------------------------------------------------------------ vllm-container (the vLLM overlay)
+@pytest.mark.parametrize('field', [field for field, _types in REQUIRED['vllm-container']])
+def test_a_container_recipe_without_a_required_field_is_refused_naming_it(field):
+    recipe = load(VLLM)
+    node = recipe
+    parts = field.split('.')
+    for part in parts[:-1]:
+        node = node[part]
+    del node[parts[-1]]
+    with pytest.raises(AnsibleFilterError, match=re.escape(f'{field} is missing')):
+        recipe_check(recipe, 'dsv41-flash-tp2-vllm')
+
+
+def test_container_rules_are_all_named_at_once():
+    recipe = load(VLLM)
+    container = recipe['container']
+    container['runtime'] = 'lxc'
+    container['image']['ref'] = 'ghcr.io/x/y@sha256:' + 'a' * 64
+    container['image']['digest'] = 'latest'
+    container['options']['network'] = 'bridge'
+    container['options']['oom_score_adj'] = 500
+    container['mounts'].append({'src': '{model_dir}', 'dest': 'model'})
+    recipe['memory']['gate_gib'] = 100
+    recipe['launch']['follower']['args'] = ['serve', '/model', '--kv-cache-dtype', 'fp8']
+    recipe['capacity']['model'] = 'zig-pool'
+    container['options']['ulimits']['stack'] = ['8m']
+    problems = recipe_problems(recipe)
+    assert any(p.startswith('container.options.ulimits.stack must be a limit') for p in problems)
+    assert "container.runtime must be one of podman, docker, got 'lxc'" in problems
+    assert any(p.startswith("container.image.ref 'ghcr.io/x/y@sha256:") for p in problems)
+    assert "container.image.digest must pin the pulled image (sha256: and 64 hex digits), got 'latest'" in problems
+    assert any(p.startswith('container.options.network must be host') for p in problems)
+    assert 'container.options.oom_score_adj 500 differs from memory.oom_score_adjust 1000' in problems
+    assert any(p.startswith("container.mounts: {'src': '{model_dir}', 'dest': 'model'}") for p in problems)
+    assert 'memory.gate_gib 100 is less than weights per rank 99.5 + boot margin 12 = 111.5 GiB' in problems
+    assert 'launch.follower.args pass --kv-cache-dtype: the overlay picks fp8_ds_mla itself' in problems
+    assert 'launch.follower.args must pass --node-rank {rank}' in problems
+    assert 'launch.follower.args must hold {headless_args} (--headless on the workers)' in problems
+    assert "capacity.model must be kv-per-token for vLLM, got 'zig-pool'" in problems
+    with pytest.raises(AnsibleFilterError) as err:
+        recipe_check(recipe)
+    assert str(err.value).count(';') >= 10
+
+
+def test_container_build_needs_a_pinned_base_unless_scratch():
+    recipe = load(VLLM)
+    recipe['container']['image'] = {'obtain': 'build', 'ref': 'localhost/x:1', 'build': {'base': 'vllm/vllm-openai:t'}}
+    problems = recipe_problems(recipe)
+    assert 'container.image.build.containerfile is missing' in problems
+    assert any(p.startswith('container.image.build.base_digest must pin the base image') for p in problems)
+    recipe['container']['image']['build'] = {'base': 'scratch', 'containerfile': '/c', 'context': '/d'}
+    assert recipe_problems(recipe) == []
+
+
+def test_vllm_recipe_follows_start_sh():
+    """start.sh @145bb98: the head and the --headless worker run one line; ENV's settings."""
+    r = load(VLLM)
+    args = r['launch']['rank0']['args']
+    assert r['launch']['follower']['args'] == args
+    assert args[:2] == ['serve', '/model']
+    flags = dict(zip(args, args[1:]))
+    assert flags['--kv-cache-memory-bytes'] == '{kv_pool_bytes}' and r['serve']['kv_pool_bytes'] == 2684354560
+    assert flags['--max-model-len'] == '{context}' and r['serve']['context'] == 600000
+    assert flags['--max-num-seqs'] == '{parallel}' and r['serve']['parallel'] == 2
+    assert flags['--block-size'] == '64' and flags['--master-port'] == '{rendezvous_port}'
+    assert flags['--speculative-config'] == '{"method":"dspark","num_speculative_tokens":3}'
+    assert flags['--hf-overrides'] == '{"engram_table_dir":"/engram-src"}'
+    assert '--language-model-only' in args and '--kv-cache-dtype' not in args
+    assert r['launch']['rendezvous_port'] == 29521 and r['launch']['order'] == 'followers_first'
+    env = r['launch']['env']
+    assert env['NCCL_IB_HCA'] == '{fabric_hca}' and env['NCCL_SOCKET_IFNAME'] == env['GLOO_SOCKET_IFNAME']
+    assert 'NCCL_IB_GID_INDEX' not in env  # per NIC: read on each node by the roles
+    assert r['container']['options']['stop_timeout'] == 60 and r['memory']['oom_score_adjust'] == 1000
+    assert r['memory']['gate_gib'] == r['memory']['weights_gib_per_rank'] + r['memory']['boot_margin_gib']
+    worker = recipe_render(args, values(headless_args=['--headless'], rank='1'))
+    assert worker[worker.index('--node-rank') + 1] == '1' and '--headless' in worker
+    head = recipe_render(args, values(headless_args=[], rank='0'))
+    assert '--headless' not in head and head[head.index('--node-rank') + 1] == '0'
+
+
+def test_container_run_podman_and_docker():
+    r = load(VLLM)
+    container = dict(r['container'], mounts=[{'src': '/srv/m', 'dest': '/model', 'mode': 'ro'}],
+                     options=dict(r['container']['options'], oom_score_adj=1000))
+    cmd = container_run(container, 'sparkfold-engine-0', 'img@sha256:' + 'b' * 64, '/etc/e.env', ['serve', '/model'])
+    assert cmd[:6] == ['podman', 'run', '--rm', '--name', 'sparkfold-engine-0', '--replace']
+    assert '--shm-size' not in cmd  # podman refuses it with --ipc host
+    assert cmd[cmd.index('--oom-score-adj') + 1] == '1000'
+    gpu = cmd.index('nvidia.com/gpu=all')
+    assert cmd[gpu - 1] == '--device'
+    assert '--ulimit' in cmd and 'memlock=-1' in cmd and '/srv/m:/model:ro' in cmd
+    assert cmd[-5:] == ['--entrypoint', 'vllm', 'img@sha256:' + 'b' * 64, 'serve', '/model']
+    assert cmd[cmd.index('--env-file') + 1] == '/etc/e.env'
+    docker = container_run(dict(container, runtime='docker'), 'n', 'i', '/e', [], ['--cgroups=disabled'])
+    assert '--replace' not in docker and docker[docker.index('--gpus') + 1] == 'all'
+    assert docker[docker.index('--shm-size') + 1] == '32g' and '--cgroups=disabled' in docker
+    no_limits = dict(container, options=dict(container['options'], ulimits={'memlock': None, 'stack': None}))
+    assert '--ulimit' not in container_run(no_limits, 'n', 'i', '/e', [])
+    with pytest.raises(AnsibleFilterError, match='runtime must be one of podman, docker'):
+        container_run(dict(container, runtime='lxc'), 'n', 'i', '/e', [])
+
+
+def test_container_run_fills_the_mounts_in():
+    r = load(VLLM)
+    cmd = container_run(r['container'], 'n', 'i', '/e', [], values={'model_dir': '/srv/m', 'engram_dir': '/var/e'})
+    assert '/srv/m:/model:ro' in cmd and '/var/e:/engram-src:ro' in cmd
+    with pytest.raises(AnsibleFilterError, match=re.escape('no value for {engram_dir}')):
+        container_run(r['container'], 'n', 'i', '/e', [], values={'model_dir': '/srv/m'})
+
+
+@pytest.mark.parametrize('path', RECIPES, ids=[p.stem for p in RECIPES])
+def test_no_shipped_recipe_holds_template_syntax(path):
+    # include_vars templates every string of the recipe: '{{' or '{%' in a comment-free value fails the load.
+    def strings(node):
+        if isinstance(node, dict):
+            return [s for v in node.values() for s in strings(v)]
+        if isinstance(node, list):
+            return [s for v in node for s in strings(v)]
+        return [node] if isinstance(node, str) else []
+    assert [s for s in strings(load(path)) if '{{' in s or '{%' in s or '{#' in s] == []
