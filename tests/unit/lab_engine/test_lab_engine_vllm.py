@@ -103,7 +103,7 @@ def test_worker_then_head_serve_the_openai_api_behind_the_key(bins, inputs):
 
 
 def test_streaming_without_a_key_on_one_node(bins, inputs):
-    model, _ = inputs
+    model = inputs[0]
     hport = free_port()
     head = start(bins, [model, "--port", str(hport), "--host", HOST, "--max-model-len", "4096"])
     try:
