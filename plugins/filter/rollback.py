@@ -19,13 +19,13 @@ def _build_id(path):
 def engine_rollback_plan(nodes):
     """What the rollback changes on each node, or why it cannot roll back (problems)."""
     if not isinstance(nodes, list) or not nodes:
-        raise AnsibleFilterError('engine_rollback_plan: expects a non-empty list of nodes, got %r' % (nodes,))
+        raise AnsibleFilterError(f'engine_rollback_plan: expects a non-empty list of nodes, got {nodes!r}')
     problems = []
     hosts = {}
     unrecorded = []
     for node in nodes:
         if not isinstance(node, dict) or 'host' not in node:
-            raise AnsibleFilterError('engine_rollback_plan: every node needs a host, got %r' % (node,))
+            raise AnsibleFilterError(f'engine_rollback_plan: every node needs a host, got {node!r}')
         host = node['host']
         record = node.get('record') or {}
         current = node.get('current') or ''
@@ -34,12 +34,12 @@ def engine_rollback_plan(nodes):
             unrecorded.append(host)
             continue
         if not node.get('build_ok'):
-            problems.append('%s: the build that served, %s, is no longer installed (it has no stamp)' % (host, serving))
+            problems.append(f'{host}: the build that served, {serving}, is no longer installed (it has no stamp)')
         files = [dict(zip(('name', 'live', 'kept'), f)) if isinstance(f, (list, tuple)) else f
                  for f in node.get('files') or []]
         lost = [f['name'] for f in files if not f.get('kept')]
         if lost:
-            problems.append('%s: the record of what served lacks %s' % (host, ', '.join(lost)))
+            problems.append(f"{host}: the record of what served lacks {', '.join(lost)}")
         hosts[host] = {
             'serving_build': serving,
             'failed_build': current,
@@ -48,17 +48,17 @@ def engine_rollback_plan(nodes):
         }
     if unrecorded:
         problems.append(
-            '%s: no record of an engine that served and passed the smoke test (serving.json): a first install has '
-            'nothing to go back to, nor has a pair that has not passed since this record was introduced' % ', '.join(unrecorded))
+            f"{', '.join(unrecorded)}: no record of an engine that served and passed the smoke test (serving.json): "
+            'a first install has nothing to go back to')
     builds = sorted({_build_id(h['serving_build']) for h in hosts.values()})
     if len(builds) > 1:
-        problems.append('the nodes last served different builds (%s)' % ', '.join(
-            '%s: %s' % (host, _build_id(h['serving_build'])) for host, h in sorted(hosts.items())))
+        named = ', '.join(f"{host}: {_build_id(h['serving_build'])}" for host, h in sorted(hosts.items()))
+        problems.append(f'the nodes last served different builds ({named})')
     changes = any(h['relink'] or h['restore'] for h in hosts.values())
     if not problems and not changes:
         problems.append(
-            'what runs now is what last served and passed the smoke test (build %s, the same units and engine.env): '
-            'there is nothing to roll back to' % builds[0])
+            f'what runs now is what last served and passed the smoke test (build {builds[0]}, the same units and '
+            'engine.env): there is nothing to roll back to')
     failed = sorted({_build_id(h['failed_build']) for h in hosts.values() if h['relink'] and h['failed_build']})
     return {
         'problems': problems,
@@ -70,6 +70,6 @@ def engine_rollback_plan(nodes):
     }
 
 
-class FilterModule(object):
+class FilterModule:
     def filters(self):
         return {'engine_rollback_plan': engine_rollback_plan}

@@ -11,12 +11,14 @@ from ansible_collections.sparkfold.cluster.plugins.filter.rollback import Filter
 ROOT = '/opt/sparkfold/engine'
 GOOD = ROOT + '/1111111111111111'
 BAD = ROOT + '/2222222222222222'
-FILES = ['sparkfold-engine@.service', 'sparkfold-engine@0.service.d/10-rank.conf', 'sparkfold-engine.target', 'engine.env']
+RANK_CONF = 'sparkfold-engine@0.service.d/10-rank.conf'
+FILES = ['sparkfold-engine@.service', RANK_CONF, 'sparkfold-engine.target', 'engine.env']
 
 
 def node(host, current=BAD, served=GOOD, build_ok=True, changed=(), lost=()):
     """A node whose record says `served` served; the files named in `changed` differ from their copies."""
-    files = [[name, ('new-' if name in changed else 'same-') + name, '' if name in lost else 'same-' + name] for name in FILES]
+    files = [[name, ('new-' if name in changed else 'same-') + name, '' if name in lost else 'same-' + name]
+             for name in FILES]
     return {'host': host, 'record': {'build': served, 'files': FILES} if served else {}, 'build_ok': build_ok,
             'current': current, 'files': files}
 
@@ -36,20 +38,21 @@ def test_new_build_goes_back_to_the_build_that_served():
 
 
 def test_a_recipe_change_restores_the_files_that_differ_and_keeps_the_build():
-    plan = engine_rollback_plan([node('spark-a', current=GOOD, changed=['engine.env', 'sparkfold-engine@0.service.d/10-rank.conf']),
+    plan = engine_rollback_plan([node('spark-a', current=GOOD, changed=['engine.env', RANK_CONF]),
                                  node('spark-b', current=GOOD, changed=['engine.env'])])
     assert plan['problems'] == []
     assert plan['hosts']['spark-a']['relink'] is False
-    assert plan['hosts']['spark-a']['restore'] == ['sparkfold-engine@0.service.d/10-rank.conf', 'engine.env']
+    assert plan['hosts']['spark-a']['restore'] == [RANK_CONF, 'engine.env']
     assert plan['hosts']['spark-b']['restore'] == ['engine.env']
     assert plan['failed_build_ids'] == []
-    assert plan['restores_files'] == ['engine.env', 'sparkfold-engine@0.service.d/10-rank.conf']
+    assert plan['restores_files'] == ['engine.env', RANK_CONF]
 
 
 def test_a_first_install_has_nothing_to_go_back_to():
     plan = engine_rollback_plan([node('spark-a', served=''), node('spark-b', served='')])
     assert len(plan['problems']) == 1
-    assert plan['problems'][0].startswith('spark-a, spark-b: no record of an engine that served and passed the smoke test')
+    assert plan['problems'][0].startswith(
+        'spark-a, spark-b: no record of an engine that served and passed the smoke test')
     assert 'first install' in plan['problems'][0]
 
 
@@ -60,7 +63,7 @@ def test_one_node_without_record_stops_the_rollback_everywhere():
 
 def test_a_served_build_that_was_removed_is_named():
     plan = engine_rollback_plan([node('spark-a', build_ok=False), node('spark-b')])
-    assert plan['problems'] == ['spark-a: the build that served, %s, is no longer installed (it has no stamp)' % GOOD]
+    assert plan['problems'] == [f'spark-a: the build that served, {GOOD}, is no longer installed (it has no stamp)']
 
 
 def test_a_record_that_lost_a_file_is_named():
@@ -71,7 +74,8 @@ def test_a_record_that_lost_a_file_is_named():
 
 def test_nodes_that_served_different_builds_are_not_rolled_back():
     plan = engine_rollback_plan([node('spark-a'), node('spark-b', served=ROOT + '/3333333333333333')])
-    assert plan['problems'] == ['the nodes last served different builds (spark-a: 1111111111111111, spark-b: 3333333333333333)']
+    assert plan['problems'] == [
+        'the nodes last served different builds (spark-a: 1111111111111111, spark-b: 3333333333333333)']
     assert plan['serving_build_id'] == ''
 
 
