@@ -403,8 +403,10 @@ def fabric_links(plan, peer_plans):
     order of ``peer_plans``, a list of {host, plan}), the peer's address on the same subnet.
     A pair or switch gives every peer on every rail; a ring only the neighbour on each cable."""
     _require_netaddr('fabric_links')
+    if isinstance(peer_plans, dict):
+        peer_plans = [{'host': host, 'plan': peer_plan} for host, peer_plan in peer_plans.items()]
     if not isinstance(peer_plans, (list, tuple)):
-        raise AnsibleFilterError('fabric_links: peer_plans must be a list of {host, plan} dicts')
+        raise AnsibleFilterError('fabric_links: peer_plans must be a list of {host, plan} dicts or a dict host -> plan')
     links = []
     for peer in peer_plans:
         for rail in plan:
@@ -475,31 +477,36 @@ def fabric_ring_cabling(observed, ring):
 def weights_sources(nodes, topology, plans):
     """Where each worker copies the weights from, over the fabric.
 
-    ``nodes``: the hosts, head first, in ring order for a ring. ``plans``: host -> fabric plan.
-    Returns host -> {source, addresses, wave}: a pair or switch copies from the head over every
-    rail (wave 1); a ring relays along the cables, each worker from the neighbour nearer the head
-    (four nodes: 0 -> 1, 1 -> 2, 0 -> 3), over the cable between them; wave is the hop count,
-    so a node copies only after its source has its copy.
+    ``nodes``: the hosts, head first. ``plans``: host -> fabric plan. Walks the fabric's links
+    breadth first from the head: each worker copies from the node that reached it first, over
+    the links between them; ``wave`` is the hop count, so a node copies only after its source
+    has its copy. A pair or switch: the head over every rail (wave 1). A four-node ring relays
+    0 -> 1, 1 -> 2, 0 -> 3 (rank 2 has no direct link from the head).
+    Returns host -> {source, addresses, interfaces, wave}.
     """
     _check_topology(topology)
     if not isinstance(nodes, (list, tuple)) or not nodes:
         raise AnsibleFilterError('weights_sources: nodes must list the hosts, head first')
-    head = nodes[0]
+    if not isinstance(plans, dict) or any(host not in plans for host in nodes):
+        raise AnsibleFilterError('weights_sources: plans must hold the fabric plan of every node')
     result = {}
-    count = len(nodes)
-    for position, host in enumerate(nodes[1:], start=1):
-        if topology == 'ring':
-            forward, backward = position, count - position
-            source = nodes[position - 1] if forward <= backward else nodes[(position + 1) % count]
-            wave = min(forward, backward)
-        else:
-            source, wave = head, 1
-        links = fabric_links(plans[host], [{'host': source, 'plan': plans[source]}])
-        if not links:
-            raise AnsibleFilterError(
-                f'weights_sources: {host} shares no fabric subnet with its source {source}')
-        result[host] = {'source': source, 'addresses': [link['address'] for link in links],
-                        'interfaces': [link['interface'] for link in links], 'wave': wave}
+    reached = [nodes[0]]
+    depth = {nodes[0]: 0}
+    for source in reached:
+        for host in nodes:
+            if host in depth:
+                continue
+            links = fabric_links(plans[host], [{'host': source, 'plan': plans[source]}])
+            if links:
+                depth[host] = depth[source] + 1
+                reached.append(host)
+                result[host] = {'source': source, 'addresses': [link['address'] for link in links],
+                                'interfaces': [link['interface'] for link in links], 'wave': depth[host]}
+    cut_off = [host for host in nodes if host not in depth]
+    if cut_off:
+        raise AnsibleFilterError(
+            f"weights_sources: {', '.join(cut_off)} shares no fabric subnet with the nodes reached from the head "
+            f'{nodes[0]}: no fabric path to copy the weights over')
     return result
 
 

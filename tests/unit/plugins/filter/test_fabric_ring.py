@@ -151,6 +151,8 @@ def test_weights_relay_along_the_ring_and_come_from_the_head_otherwise():
 
 def test_weights_sources_refuse_a_worker_without_a_link_to_its_source():
     plans = ring_plans()
-    plans['spark-b'] = ring_plan(3)  # spark-b planned as the third node: no cable to the head
-    with pytest.raises(AnsibleFilterError, match='spark-b shares no fabric subnet with its source spark-a'):
-        weights_sources(HOSTS, 'ring', plans)
+    plans['spark-e'] = fabric_plan(SWITCH_RAILS, 1)  # on another fabric: no path from the head
+    with pytest.raises(AnsibleFilterError, match='spark-e shares no fabric subnet with the nodes reached'):
+        weights_sources(HOSTS + ['spark-e'], 'ring', plans)
+    # a dict of plans works as the list of {host, plan}
+    assert fabric_links(plans['spark-a'], {'spark-b': plans['spark-b']})[0]['address'] == '10.10.1.2'
