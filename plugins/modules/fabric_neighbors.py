@@ -16,7 +16,7 @@ description:
     port they leave by, on every interface of O(interfaces), for O(seconds), and returns what each
     interface heard from the other hosts of the same O(cluster).
   - Runs below IP, so it needs no address; a frame is never routed, so what a port hears is the node at
-    the other end of its cable. Run it on every node at once (one task, all hosts): a node hears only
+    the other end of its cable. Run it on every node at once (one task, all hosts); a node hears only
     the nodes announcing while it listens.
   - Read-only; never reports a change. Needs root (a raw packet socket) and interfaces that are up.
 author:
