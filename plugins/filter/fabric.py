@@ -321,7 +321,8 @@ def _parse_ring_cidr(ring_cidr, count):
 def ring_link_network(ring_cidr, link):
     """The /24 of cable ``link`` (1-based) inside the ring's supernet."""
     net = netaddr.IPNetwork(str(ring_cidr))
-    return netaddr.IPNetwork(f'{netaddr.IPAddress(int(net.network) + (link << (32 - RING_LINK_PREFIX)))}/{RING_LINK_PREFIX}')
+    first = netaddr.IPAddress(int(net.network) + (link << (32 - RING_LINK_PREFIX)))
+    return netaddr.IPNetwork(f'{first}/{RING_LINK_PREFIX}')
 
 
 def _ring_plan(rails, index, management_cidrs, mtu, count, ring_cidr):
@@ -437,7 +438,8 @@ def fabric_ring_cabling(observed, ring):
         host = node['host']
         port0, port1 = node['ports']
         nxt, prev = ring[(position + 1) % count], ring[position - 1]
-        wants = {port0['interface']: (nxt['host'], nxt['ports'][1]), port1['interface']: (prev['host'], prev['ports'][0])}
+        wants = {port0['interface']: (nxt['host'], nxt['ports'][1]),
+                 port1['interface']: (prev['host'], prev['ports'][0])}
         seen_here = observed.get(host, {}) or {}
         wrong = {}
         for port in (port0, port1):
@@ -455,7 +457,8 @@ def fabric_ring_cabling(observed, ring):
                 port_name = next((p['name'] for p in (other or {}).get('ports', [])
                                   if p['interface'] == seen.get('interface')), seen.get('interface'))
                 names.append(f"{seen.get('host')} {port_name} ({seen.get('interface')})")
-            if len(heard) == 1 and heard[0].get('host') == want_host and heard[0].get('interface') == want_port['interface']:
+            only = heard[0] if len(heard) == 1 else {}
+            if (only.get('host'), only.get('interface')) == (want_host, want_port['interface']):
                 continue
             wrong[port['interface']] = heard
             problems.append(f"{label} faces {', '.join(names)}; the ring wants {want}")

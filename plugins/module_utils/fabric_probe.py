@@ -1,4 +1,3 @@
-# -*- coding: utf-8 -*-
 # Copyright: (c) 2026, sparkfold developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
@@ -10,6 +9,7 @@ a frame is never routed, so what a port hears is the node at the other end of it
 
 from __future__ import annotations
 
+import contextlib
 import json
 import select
 import socket
@@ -71,10 +71,9 @@ def listen(interfaces, host, cluster, seconds, interval=0.2, sysfs_root='/sys', 
             now = clock()
             if now >= next_send:
                 for sock, (_interface, frame) in sockets.items():
-                    try:
+                    # a link without carrier: it hears nothing either, and says so
+                    with contextlib.suppress(OSError):
                         sock.send(frame)
-                    except OSError:
-                        pass  # a link without carrier: it hears nothing either, and says so
                 next_send = now + interval
             ready, _w, _x = select.select(list(sockets), [], [], max(0.0, min(next_send, deadline) - clock()))
             for sock in ready:
@@ -83,7 +82,7 @@ def listen(interfaces, host, cluster, seconds, interval=0.2, sysfs_root='/sys', 
                 except OSError:
                     continue
                 seen = decode(frame, cluster)
-                if seen and not (seen['host'] == host):
+                if seen and seen['host'] != host:
                     heard[sockets[sock][0]][(seen['host'], seen['interface'])] = seen
         return {interface: [found[key] for key in sorted(found)] for interface, found in heard.items()}
     finally:

@@ -153,6 +153,6 @@ def test_weights_sources_refuse_a_worker_without_a_link_to_its_source():
     plans = ring_plans()
     plans['spark-e'] = fabric_plan(SWITCH_RAILS, 1)  # on another fabric: no path from the head
     with pytest.raises(AnsibleFilterError, match='spark-e shares no fabric subnet with the nodes reached'):
-        weights_sources(HOSTS + ['spark-e'], 'ring', plans)
+        weights_sources([*HOSTS, 'spark-e'], 'ring', plans)
     # a dict of plans works as the list of {host, plan}
     assert fabric_links(plans['spark-a'], {'spark-b': plans['spark-b']})[0]['address'] == '10.10.1.2'
