@@ -495,7 +495,10 @@ def weights_sources(nodes, topology, plans):
     result = {}
     reached = [nodes[0]]
     depth = {nodes[0]: 0}
-    for source in reached:
+    position = 0
+    while position < len(reached):
+        source = reached[position]
+        position += 1
         for host in nodes:
             if host in depth:
                 continue

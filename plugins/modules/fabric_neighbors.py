@@ -43,12 +43,15 @@ options:
     description: The directory that contains C(class/net) (the interfaces' MAC addresses).
     type: path
     default: /sys
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
   diff_mode:
     support: none
   platform:
+    support: full
     platforms: linux
 """
 

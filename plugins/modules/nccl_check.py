@@ -35,12 +35,15 @@ options:
     description: What to install when the check fails; appended to the message.
     type: str
     default: ''
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
   diff_mode:
     support: none
   platform:
+    support: full
     platforms: posix
 """
 
