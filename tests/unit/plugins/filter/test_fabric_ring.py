@@ -156,3 +156,11 @@ def test_weights_sources_refuse_a_worker_without_a_link_to_its_source():
         weights_sources([*HOSTS, 'spark-e'], 'ring', plans)
     # a dict of plans works as the list of {host, plan}
     assert fabric_links(plans['spark-a'], {'spark-b': plans['spark-b']})[0]['address'] == '10.10.1.2'
+
+
+def test_doctor_pings_only_the_neighbour_on_each_ring_cable():
+    from ansible_collections.sparkfold.cluster.plugins.filter.doctor import doctor_pings
+    plans = ring_plans()
+    pings = doctor_pings(plans['spark-a'], {h: plans[h] for h in HOSTS[1:]})
+    assert [(p['peer'], p['interface'], p['address'], p['size']) for p in pings] == [
+        ('spark-b', 'enp1s0f0np0', '10.10.1.2', 8972), ('spark-d', 'enp1s0f1np1', '10.10.4.4', 8972)]
