@@ -54,9 +54,14 @@ def mac_of(sysfs_root, interface):
         return bytes(int(part, 16) for part in handle.read().strip().split(':'))
 
 
-def listen(interfaces, host, cluster, seconds, interval=0.2, sysfs_root='/sys', clock=time.monotonic):
+def listen(interfaces, host, cluster, seconds, interval=0.2, sysfs_root='/sys', clock=time.monotonic, extend=2):
     """Announce this host on every interface every ``interval`` seconds for ``seconds`` and collect what
-    each interface hears: interface -> sorted list of {host, interface, mac} (itself left out)."""
+    each interface hears: interface -> sorted list of {host, interface, mac} (itself left out).
+
+    A node that started late hears the others only while they still announce: every node keeps
+    announcing ``seconds`` past the moment all its interfaces heard someone, and while an interface
+    has heard nobody the window grows by ``seconds``, up to ``extend`` times (a port without a peer
+    costs ``seconds * (1 + extend)``)."""
     sockets = {}
     try:
         for interface in interfaces:
@@ -65,9 +70,23 @@ def listen(interfaces, host, cluster, seconds, interval=0.2, sysfs_root='/sys', 
             sock.setblocking(False)
             sockets[sock] = (interface, encode(mac_of(sysfs_root, interface), host, interface, cluster))
         heard = {interface: {} for interface in interfaces}
-        deadline = clock() + seconds
+        start = clock()
+        deadline = start + seconds
+        extended = 0
+        all_since = None  # when every interface had heard someone: keep announcing `seconds` past it
         next_send = 0.0
-        while clock() < deadline:
+        while True:
+            now = clock()
+            if all_since is None and all(heard.values()):
+                all_since = now
+            if now >= deadline:
+                if all_since is not None and now - all_since >= seconds:
+                    break
+                if all_since is None and extended >= extend:
+                    break
+                if all_since is None:
+                    extended += 1
+                deadline = max(deadline + seconds, all_since + seconds) if all_since is not None else deadline + seconds
             now = clock()
             if now >= next_send:
                 for sock, (_interface, frame) in sockets.items():

@@ -36,7 +36,10 @@ options:
     type: str
     default: sparkfold
   seconds:
-    description: How long to announce and listen; long enough to cover the start of the task on every node.
+    description:
+      - How long to announce and listen; long enough to cover the start of the task on every node.
+      - A node keeps announcing this long past the moment each interface heard someone; an interface that heard
+        nobody extends the window by this much, twice at most.
     type: float
     default: 4.0
   sysfs_root:
