@@ -301,6 +301,12 @@ def doctor_pings(rails, peers):
     for peer in sorted(peers):
         theirs = {rail["name"]: rail for rail in peers[peer] or []}
         for rail in rails:
+            if "link" in rail:
+                # A ring port (fabric_plan topology ring): only the neighbour on the same cable answers.
+                facing = [their for their in peers[peer] or [] if their["cidr"] == rail["cidr"]]
+                pings.extend({"interface": rail["interface"], "address": their["address"],
+                              "size": int(rail["mtu"]) - 28, "peer": peer, "rail": rail["name"]} for their in facing)
+                continue
             if rail["name"] not in theirs:
                 raise AnsibleFilterError(f"doctor_pings: {peer} has no rail {rail['name']} (fabric_rails differ)")
             pings.append({"interface": rail["interface"], "address": theirs[rail["name"]]["address"],

@@ -214,13 +214,27 @@ def _check_mtu(mtu):
     return mtu
 
 
-def fabric_plan_problems(rails, index, management_cidrs=None, mtu=9000, min_hosts=2, names=None):
+TOPOLOGIES = ('pair', 'switch', 'ring')
+
+
+def _check_topology(topology):
+    if topology not in TOPOLOGIES:
+        raise AnsibleFilterError(
+            f"topology must be one of {', '.join(TOPOLOGIES)}, got '{to_text(topology)}'")
+    return topology
+
+
+def fabric_plan_problems(rails, index, management_cidrs=None, mtu=9000, min_hosts=2, names=None,
+                         topology='pair', ring_cidr=None):
     """What fabric_plan would refuse, as a list of at most one message, prefixed with the name
     (from ``names``, e.g. {'mtu': 'fabric_mtu'}) of the input at fault; [] when it accepts."""
     names = names or {}
-    checks = (('index', lambda: _check_index(index)), ('mtu', lambda: _check_mtu(mtu)),
+    checks = (('topology', lambda: _check_topology(topology)),
+              ('index', lambda: _check_index(index)), ('mtu', lambda: _check_mtu(mtu)),
               ('management_cidrs', lambda: _parse_management(management_cidrs)),
-              ('rails', lambda: fabric_plan(rails, index, management_cidrs, mtu, min_hosts)))
+              ('ring_cidr', lambda: topology != 'ring' or _parse_ring_cidr(ring_cidr, min_hosts)),
+              ('rails', lambda: fabric_plan(rails, index, management_cidrs, mtu, min_hosts,
+                                            topology=topology, ring_cidr=ring_cidr)))
     for what, check in checks:
         try:
             check()
@@ -229,10 +243,16 @@ def fabric_plan_problems(rails, index, management_cidrs=None, mtu=9000, min_host
     return []
 
 
-def fabric_plan(rails, index, management_cidrs=None, mtu=9000, min_hosts=2):
-    """Address plan of one host on every rail (CX7 twin) of the fabric."""
+def fabric_plan(rails, index, management_cidrs=None, mtu=9000, min_hosts=2, topology='pair', ring_cidr=None):
+    """Address plan of one host on every rail (CX7 twin) of the fabric.
+
+    ``topology`` ``pair`` and ``switch``: every host on every rail. ``ring``: see _ring_plan.
+    """
     _require_netaddr('fabric_plan')
+    _check_topology(topology)
     _check_rails_list(rails, 'fabric_plan')
+    if topology == 'ring':
+        return _ring_plan(rails, index, management_cidrs, mtu, min_hosts, ring_cidr)
 
     index = _check_index(index)
     mtu = _check_mtu(mtu)
@@ -274,6 +294,226 @@ def fabric_plan(rails, index, management_cidrs=None, mtu=9000, min_hosts=2):
             'mtu': mtu,
         })
     return plan
+
+
+# A switchless ring (MiaAI-Lab/DeepSeek-v4.1-Flash-DGX-Sparks docs/switchless-ring.md @a7ef928; jnardiello/
+# GLM-5.3-Flash-FP8-4-DGX-Spark-Switchless docs/fabric.md @07d9123): one cable from each node's CX7 port 0 to
+# the next node's port 1, no diagonals; "each link owns a private /24 and each node addresses exactly two
+# ports", 10.10.<L>.<N>/24 with L = 1..4 walking rank0 -> 1 -> 2 -> 3 -> 0.
+RING_LINK_PREFIX = 24
+
+
+def _parse_ring_cidr(ring_cidr, count):
+    """The ring's supernet: link L (1-based) is its L-th /24; count links must fit."""
+    net = _parse_rail_cidr(ring_cidr, 'ring_cidr')
+    count = _as_int(count, 'min_hosts')
+    if net.prefixlen > RING_LINK_PREFIX - 1:
+        raise AnsibleFilterError(
+            f'ring_cidr {net} must be wider than a /{RING_LINK_PREFIX}: each cable gets a '
+            f'/{RING_LINK_PREFIX} of its own inside it (10.10.0.0/16 gives 10.10.1.0/24 to cable 1)')
+    links = 2 ** (RING_LINK_PREFIX - net.prefixlen)
+    if links <= count:
+        raise AnsibleFilterError(
+            f'ring_cidr {net} holds {links - 1} cable subnets after its first; a ring of {count} nodes needs {count}')
+    return net
+
+
+def ring_link_network(ring_cidr, link):
+    """The /24 of cable ``link`` (1-based) inside the ring's supernet."""
+    net = netaddr.IPNetwork(str(ring_cidr))
+    first = netaddr.IPAddress(int(net.network) + (link << (32 - RING_LINK_PREFIX)))
+    return netaddr.IPNetwork(f'{first}/{RING_LINK_PREFIX}')
+
+
+def _ring_plan(rails, index, management_cidrs, mtu, count, ring_cidr):
+    """A ring node's two addressed ports: port 0 (rails[0]) on the cable to the next node,
+    port 1 (rails[1]) on the cable from the previous node. Node N's address on cable L is
+    host N of the cable's /24."""
+    index = _check_index(index)
+    mtu = _check_mtu(mtu)
+    count = _as_int(count, 'min_hosts')
+    if count < 3:
+        raise AnsibleFilterError(
+            f'a ring needs at least 3 nodes, the cluster has {count} (two nodes are a pair: fabric_topology pair)')
+    if index > count:
+        raise AnsibleFilterError(f'index {index} is past the {count} nodes of the ring')
+    if len(rails) != 2:
+        raise AnsibleFilterError(
+            f'a ring node addresses exactly two ports (port 0 to the next node, port 1 to the previous), '
+            f'{len(rails)} rails given')
+    management = _parse_management(management_cidrs)
+    supernet = _parse_ring_cidr(ring_cidr, count)
+    parsed = []
+    for position, rail in enumerate(rails):
+        if not isinstance(rail, dict):
+            raise AnsibleFilterError(
+                f"rails[{position}] must be a dict with name and interface, got '{to_text(rail)}'")
+        label = _label(rail, position)
+        for key in ('name', 'interface'):
+            if _is_blank(rail.get(key)) or not isinstance(rail.get(key), str):
+                raise AnsibleFilterError(f'{label}: {key} is missing or not a string')
+        if not _is_blank(rail.get('cidr')):
+            raise AnsibleFilterError(
+                f'{label}: a ring port has no cidr of its own (each cable gets a /{RING_LINK_PREFIX} of ring_cidr)')
+        device = rail.get('rdma_device')
+        if not _is_blank(device) and (not isinstance(device, str) or not _RDMA_DEVICE_RE.match(device)):
+            raise AnsibleFilterError(
+                f"{label}: rdma_device '{to_text(device)}' is not an RDMA device name (such as rocep1s0f0)")
+        parsed.append({'label': label, 'name': rail['name'].strip(), 'interface': rail['interface'].strip(),
+                       'rdma_device': None if _is_blank(device) else to_text(device),
+                       'net': netaddr.IPNetwork('0.0.0.0/32')})
+    first, second = parsed
+    if first['name'] == second['name'] or first['interface'] == second['interface'] or (
+            first['rdma_device'] is not None and first['rdma_device'] == second['rdma_device']):
+        raise AnsibleFilterError(
+            f"ring ports {first['label']} and {second['label']} must differ in name, interface and rdma_device")
+    for mgmt in management:
+        if _overlaps(supernet, mgmt):
+            raise AnsibleFilterError(
+                f'ring_cidr {supernet} overlaps management network {mgmt}; the fabric subnets must be '
+                'disjoint from the management network')
+    nxt = index % count + 1
+    prev = (index - 2) % count + 1
+    # Port 0 sits on cable `index` (this node to the next), port 1 on cable `prev` (previous to this node).
+    sides = ((first, index, nxt, second), (second, prev, prev, first))
+    plan = []
+    for port, link, peer, peer_port in sides:
+        net = ring_link_network(supernet.cidr, link)
+        address = net.network + index
+        plan.append({
+            'name': port['name'],
+            'interface': port['interface'],
+            'rdma_device': port['rdma_device'],
+            'cidr': str(net.cidr),
+            'address': str(address),
+            'prefix': RING_LINK_PREFIX,
+            'address_cidr': f'{address}/{RING_LINK_PREFIX}',
+            'network': str(net.network),
+            'mtu': mtu,
+            'link': link,
+            'peer_index': peer,
+            'peer_port': peer_port['name'],
+            'peer_interface': peer_port['interface'],
+            'peer_address': str(net.network + peer),
+        })
+    return plan
+
+
+def fabric_links(plan, peer_plans):
+    """Every directed link of this host: for each of its rails (in order) and each peer (in the
+    order of ``peer_plans``, a list of {host, plan}), the peer's address on the same subnet.
+    A pair or switch gives every peer on every rail; a ring only the neighbour on each cable."""
+    _require_netaddr('fabric_links')
+    if isinstance(peer_plans, dict):
+        peer_plans = [{'host': host, 'plan': peer_plan} for host, peer_plan in peer_plans.items()]
+    if not isinstance(peer_plans, (list, tuple)):
+        raise AnsibleFilterError('fabric_links: peer_plans must be a list of {host, plan} dicts or a dict host -> plan')
+    links = []
+    for peer in peer_plans:
+        for rail in plan:
+            network = netaddr.IPNetwork(rail['cidr'])
+            for theirs in peer['plan']:
+                if netaddr.IPNetwork(theirs['cidr']) == network:
+                    links.append({'peer': peer['host'], 'name': rail['name'], 'interface': rail['interface'],
+                                  'address': theirs['address'], 'peer_interface': theirs['interface'],
+                                  'mtu': rail['mtu']})
+    return links
+
+
+def fabric_ring_cabling(observed, ring):
+    """Explain a mis-cabled ring from what each node saw on its two ports.
+
+    ``ring``: the nodes in ring order, each {host, ports: [port0, port1]} (a port: {name, interface}).
+    ``observed``: host -> interface -> list of {host, interface} heard on that port (the
+    fabric_neighbors module). Returns [] when every port faces the neighbour the ring wants,
+    else one message per wrong port and, last, the cabling the ring wants.
+    """
+    if not isinstance(ring, (list, tuple)) or len(ring) < 3:
+        raise AnsibleFilterError('fabric_ring_cabling: ring must list at least 3 nodes in ring order')
+    observed = observed or {}
+    count = len(ring)
+    problems = []
+    swapped = []
+    for position, node in enumerate(ring):
+        host = node['host']
+        port0, port1 = node['ports']
+        nxt, prev = ring[(position + 1) % count], ring[position - 1]
+        wants = {port0['interface']: (nxt['host'], nxt['ports'][1]),
+                 port1['interface']: (prev['host'], prev['ports'][0])}
+        seen_here = observed.get(host, {}) or {}
+        wrong = {}
+        for port in (port0, port1):
+            want_host, want_port = wants[port['interface']]
+            heard = seen_here.get(port['interface']) or []
+            label = f"{host} {port['name']} ({port['interface']})"
+            want = f"{want_host} {want_port['name']} ({want_port['interface']})"
+            if not heard:
+                problems.append(f'{label} hears no neighbour (cable unplugged, link down or the peer not '
+                                f'running); the ring wants it cabled to {want}')
+                continue
+            names = []
+            for seen in heard:
+                other = next((n for n in ring if n['host'] == seen.get('host')), None)
+                port_name = next((p['name'] for p in (other or {}).get('ports', [])
+                                  if p['interface'] == seen.get('interface')), seen.get('interface'))
+                names.append(f"{seen.get('host')} {port_name} ({seen.get('interface')})")
+            only = heard[0] if len(heard) == 1 else {}
+            if (only.get('host'), only.get('interface')) == (want_host, want_port['interface']):
+                continue
+            wrong[port['interface']] = heard
+            problems.append(f"{label} faces {', '.join(names)}; the ring wants {want}")
+        # Both cables of this node in each other's cage: port 0 faces the previous node, port 1 the next.
+        if set(wrong) == {port0['interface'], port1['interface']} and \
+                [h.get('host') for h in wrong[port0['interface']]] == [prev['host']] and \
+                [h.get('host') for h in wrong[port1['interface']]] == [nxt['host']]:
+            swapped.append(host)
+    if not problems:
+        return []
+    for host in swapped:
+        problems.append(f'{host}: its two cables are in each other\'s port: swap them')
+    wanted = '; '.join(f"{node['host']} {node['ports'][0]['name']} -> {ring[(i + 1) % count]['host']} "
+                       f"{ring[(i + 1) % count]['ports'][1]['name']}" for i, node in enumerate(ring))
+    problems.append(f'cable the ring as: {wanted} (cable L from node L port 0 to node L+1 port 1, no diagonals)')
+    return problems
+
+
+def weights_sources(nodes, topology, plans):
+    """Where each worker copies the weights from, over the fabric.
+
+    ``nodes``: the hosts, head first. ``plans``: host -> fabric plan. Walks the fabric's links
+    breadth first from the head: each worker copies from the node that reached it first, over
+    the links between them; ``wave`` is the hop count, so a node copies only after its source
+    has its copy. A pair or switch: the head over every rail (wave 1). A four-node ring relays
+    0 -> 1, 1 -> 2, 0 -> 3 (rank 2 has no direct link from the head).
+    Returns host -> {source, addresses, interfaces, wave}.
+    """
+    _check_topology(topology)
+    if not isinstance(nodes, (list, tuple)) or not nodes:
+        raise AnsibleFilterError('weights_sources: nodes must list the hosts, head first')
+    if not isinstance(plans, dict) or any(host not in plans for host in nodes):
+        raise AnsibleFilterError('weights_sources: plans must hold the fabric plan of every node')
+    result = {}
+    reached = [nodes[0]]
+    depth = {nodes[0]: 0}
+    position = 0
+    while position < len(reached):
+        source = reached[position]
+        position += 1
+        for host in nodes:
+            if host in depth:
+                continue
+            links = fabric_links(plans[host], [{'host': source, 'plan': plans[source]}])
+            if links:
+                depth[host] = depth[source] + 1
+                reached.append(host)
+                result[host] = {'source': source, 'addresses': [link['address'] for link in links],
+                                'interfaces': [link['interface'] for link in links], 'wave': depth[host]}
+    cut_off = [host for host in nodes if host not in depth]
+    if cut_off:
+        raise AnsibleFilterError(
+            f"weights_sources: {', '.join(cut_off)} shares no fabric subnet with the nodes reached from the head "
+            f'{nodes[0]}: no fabric path to copy the weights over')
+    return result
 
 
 def _parse_ipv4_address(address):
@@ -415,4 +655,7 @@ class FilterModule:
             'nccl_addr_range': nccl_addr_range,
             'fabric_addresses': fabric_addresses,
             'outside_rails': outside_rails,
+            'fabric_links': fabric_links,
+            'fabric_ring_cabling': fabric_ring_cabling,
+            'weights_sources': weights_sources,
         }

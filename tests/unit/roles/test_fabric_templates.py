@@ -31,6 +31,7 @@ def render(name, **variables):
     variables.setdefault("inventory_hostname", "spark-b")
     variables.setdefault("ansible_managed", "Ansible managed")
     variables.setdefault("fabric_plan_result", PLAN)
+    variables.setdefault("fabric_unaddressed_result", [])
     templar = Templar(loader=DataLoader(), variables=variables)
     return templar.template(trust_as_template((TEMPLATES / name).read_text()))
 
@@ -98,3 +99,28 @@ def test_a_down_link_a_wrong_prefix_and_an_extra_address_are_drift():
 
 def test_a_missing_interface_is_left_to_the_input_checks():
     assert drift(None, link("enP2p1s0f1np1", addresses=["192.168.101.2/24"])) == []
+
+
+RING_PORTS = [{"name": "port0", "interface": "enp1s0f0np0", "rdma_device": "rocep1s0f0"},
+              {"name": "port1", "interface": "enp1s0f1np1", "rdma_device": "rocep1s0f1"}]
+VIEWS = [{"name": "unaddressed", "interface": "enP2p1s0f0np0", "mtu": 9000},
+         {"name": "unaddressed", "interface": "enP2p1s0f1np1", "mtu": 9000}]
+
+
+def test_ring_netplan_addresses_two_ports_and_leaves_the_second_views_unaddressed_at_mtu_9000():
+    plan = fabric_plan(RING_PORTS, 3, topology="ring", ring_cidr="10.10.0.0/16", min_hosts=4)
+    netplan = yaml.safe_load(render("40-cx7.yaml.j2", fabric_netplan_renderer="", fabric_plan_result=plan,
+                                    fabric_unaddressed_result=VIEWS))["network"]["ethernets"]
+    assert list(netplan) == ["enp1s0f0np0", "enp1s0f1np1", "enP2p1s0f0np0", "enP2p1s0f1np1"]
+    assert netplan["enp1s0f0np0"]["addresses"] == ["10.10.3.3/24"]
+    assert netplan["enp1s0f1np1"]["addresses"] == ["10.10.2.3/24"]
+    for view in ("enP2p1s0f0np0", "enP2p1s0f1np1"):
+        assert "addresses" not in netplan[view] and netplan[view]["mtu"] == 9000
+        assert netplan[view]["dhcp4"] is False and netplan[view]["link-local"] == []
+
+
+def test_an_address_on_a_second_view_is_drift_and_its_mtu_too():
+    results = [{"item": VIEWS[0], "stdout": link("enP2p1s0f0np0", mtu=1500, addresses=["10.10.9.3/24"])}]
+    found = yaml.safe_load(render("live_drift.j2", fabric_live_links={"results": results}) or "") or []
+    assert [item["fix"] for item in found] == ["ip link set dev enP2p1s0f0np0 mtu 9000",
+                                               "ip addr del 10.10.9.3/24 dev enP2p1s0f0np0"]

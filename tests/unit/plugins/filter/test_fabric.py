@@ -63,6 +63,9 @@ def test_filters_are_registered():
         'nccl_addr_range': nccl_addr_range,
         'fabric_addresses': fabric.fabric_addresses,
         'outside_rails': fabric.outside_rails,
+        'fabric_links': fabric.fabric_links,
+        'fabric_ring_cabling': fabric.fabric_ring_cabling,
+        'weights_sources': fabric.weights_sources,
     }
 
 

@@ -1,0 +1,109 @@
+# Copyright: (c) 2026, sparkfold developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Who is on the other end of a cable: broadcast Ethernet frames that carry the sender's name and port.
+
+Works below IP (no address needed, so before and after the fabric is addressed), on the link only:
+a frame is never routed, so what a port hears is the node at the other end of its cable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import select
+import socket
+import struct
+import time
+
+# IEEE 802 "local experimental" EtherType: never forwarded by anything that routes.
+ETHERTYPE = 0x88B5
+MAGIC = b'SPARKFOLD-CABLE1 '
+BROADCAST = b'\xff' * 6
+
+
+def encode(src_mac, host, interface, cluster):
+    """One probe frame: Ethernet header, the magic, then JSON {host, interface, cluster}."""
+    payload = MAGIC + json.dumps({'host': host, 'interface': interface, 'cluster': cluster},
+                                 sort_keys=True).encode('utf-8')
+    frame = BROADCAST + src_mac + struct.pack('!H', ETHERTYPE) + payload
+    return frame + b'\0' * max(0, 60 - len(frame))
+
+
+def decode(frame, cluster):
+    """{host, interface, mac} of a probe frame of this cluster, else None (anything else on the wire)."""
+    if len(frame) < 14 + len(MAGIC) or struct.unpack('!H', frame[12:14])[0] != ETHERTYPE:
+        return None
+    body = frame[14:].rstrip(b'\0')
+    if not body.startswith(MAGIC):
+        return None
+    try:
+        data = json.loads(body[len(MAGIC):].decode('utf-8'))
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(data, dict) or data.get('cluster') != cluster:
+        return None
+    host, interface = data.get('host'), data.get('interface')
+    if not isinstance(host, str) or not isinstance(interface, str):
+        return None
+    return {'host': host, 'interface': interface, 'mac': ':'.join(f'{b:02x}' for b in frame[6:12])}
+
+
+def mac_of(sysfs_root, interface):
+    with open(f'{sysfs_root}/class/net/{interface}/address', encoding='ascii') as handle:
+        return bytes(int(part, 16) for part in handle.read().strip().split(':'))
+
+
+def listen(interfaces, host, cluster, seconds, interval=0.2, sysfs_root='/sys', clock=time.monotonic, extend=2):
+    """Announce this host on every interface every ``interval`` seconds for ``seconds`` and collect what
+    each interface hears: interface -> sorted list of {host, interface, mac} (itself left out).
+
+    A node that started late hears the others only while they still announce: every node keeps
+    announcing ``seconds`` past the moment all its interfaces heard someone, and while an interface
+    has heard nobody the window grows by ``seconds``, up to ``extend`` times (a port without a peer
+    costs ``seconds * (1 + extend)``)."""
+    sockets = {}
+    try:
+        for interface in interfaces:
+            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETHERTYPE))
+            sock.bind((interface, ETHERTYPE))
+            sock.setblocking(False)
+            sockets[sock] = (interface, encode(mac_of(sysfs_root, interface), host, interface, cluster))
+        heard = {interface: {} for interface in interfaces}
+        start = clock()
+        deadline = start + seconds
+        extended = 0
+        all_since = None  # when every interface had heard someone: keep announcing `seconds` past it
+        next_send = 0.0
+        while True:
+            now = clock()
+            if all_since is None and all(heard.values()):
+                all_since = now
+            if now >= deadline:
+                if all_since is not None and now - all_since >= seconds:
+                    break
+                if all_since is None and extended >= extend:
+                    break
+                if all_since is None:
+                    extended += 1
+                deadline = max(deadline + seconds, all_since + seconds) if all_since is not None else deadline + seconds
+            now = clock()
+            if now >= next_send:
+                for sock, (_interface, frame) in sockets.items():
+                    # a link without carrier: it hears nothing either, and says so
+                    with contextlib.suppress(OSError):
+                        sock.send(frame)
+                next_send = now + interval
+            ready, _w, _x = select.select(list(sockets), [], [], max(0.0, min(next_send, deadline) - clock()))
+            for sock in ready:
+                try:
+                    frame = sock.recv(2048)
+                except OSError:
+                    continue
+                seen = decode(frame, cluster)
+                if seen and seen['host'] != host:
+                    heard[sockets[sock][0]][(seen['host'], seen['interface'])] = seen
+        return {interface: [found[key] for key in sorted(found)] for interface, found in heard.items()}
+    finally:
+        for sock in sockets:
+            sock.close()

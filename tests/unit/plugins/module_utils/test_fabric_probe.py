@@ -1,0 +1,84 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The cable probe's frames: what one node sends is what the node at the other end reads."""
+
+from ansible_collections.sparkfold.cluster.plugins.module_utils import fabric_probe
+
+MAC = bytes.fromhex('020000000001')
+
+
+def test_a_frame_round_trips_and_is_padded_to_the_ethernet_minimum():
+    frame = fabric_probe.encode(MAC, 'spark-a', 'enp1s0f0np0', 'lab')
+    assert len(frame) >= 60
+    assert frame[:6] == b'\xff' * 6 and frame[12:14] == b'\x88\xb5'
+    assert fabric_probe.decode(frame, 'lab') == {'host': 'spark-a', 'interface': 'enp1s0f0np0',
+                                                 'mac': '02:00:00:00:00:01'}
+
+
+def test_other_clusters_and_other_traffic_are_ignored():
+    frame = fabric_probe.encode(MAC, 'spark-a', 'enp1s0f0np0', 'lab')
+    assert fabric_probe.decode(frame, 'other') is None
+    assert fabric_probe.decode(frame[:12] + b'\x08\x00' + frame[14:], 'lab') is None
+    assert fabric_probe.decode(frame[:14] + b'SPARKFOLD-CABLE1 {not json', 'lab') is None
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_listen_extends_while_a_port_is_silent_and_lingers_after_the_last_port_hears(monkeypatch, tmp_path):
+    """A late peer: the port hears it at t=5 (after the 4 s window), then the node keeps announcing 4 s more."""
+    clock = FakeClock()
+    sent = []
+    peer = fabric_probe.encode(MAC, 'spark-b', 'enp1s0f1np1', 'lab')
+
+    class Sock:
+        def __init__(self, *_args):
+            self.pending = []
+
+        def bind(self, _addr):
+            pass
+
+        def setblocking(self, _flag):
+            pass
+
+        def send(self, frame):
+            sent.append(clock.now)
+
+        def recv(self, _size):
+            return self.pending.pop()
+
+        def close(self):
+            pass
+
+    sock = Sock()
+
+    def select(readers, _w, _x, timeout):
+        clock.now += max(timeout, 0.05)
+        if 5.0 <= clock.now < 5.3 and not sock.pending:
+            sock.pending.append(peer)
+        return ([sock] if sock.pending else []), [], []
+
+    net = tmp_path / 'class' / 'net' / 'enp1s0f0np0'
+    net.mkdir(parents=True)
+    (net / 'address').write_text('02:00:00:00:00:01\n')
+    monkeypatch.setattr(fabric_probe.socket, 'socket', lambda *a: sock)
+    monkeypatch.setattr(fabric_probe.select, 'select', select)
+    heard = fabric_probe.listen(['enp1s0f0np0'], 'spark-a', 'lab', 4.0, sysfs_root=str(tmp_path), clock=clock)
+    assert [h['host'] for h in heard['enp1s0f0np0']] == ['spark-b']
+    assert 9.0 <= clock.now < 12.5  # heard at ~5 s, announced 4 s past it
+    assert max(sent) >= 9.0
+    # nobody at all: the window grows twice, then the port is reported silent
+    clock.now = 0.0
+
+    def silent(_r, _w, _x, timeout):
+        clock.now += max(timeout, 0.05)
+        return [], [], []
+
+    monkeypatch.setattr(fabric_probe.select, 'select', silent)
+    silence = fabric_probe.listen(['enp1s0f0np0'], 'spark-a', 'lab', 4.0, sysfs_root=str(tmp_path), clock=clock)
+    assert silence == {'enp1s0f0np0': []}
+    assert 12.0 <= clock.now < 12.5
