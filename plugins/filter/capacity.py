@@ -25,6 +25,12 @@ Each engine sizes its KV cache its own way, so the recipe names its ``model``:
     The jayleaton/ZackO2o Python engine (``TF_DSV41_POOL_TOKENS``), ZackO2o README: "pool >= slots x
     window + reply budget"; a pool below it boots fine and refuses a long request mid-way ("the
     request needs 3343 KV pool pages, the pool has 2400").
+``engine-admission``
+    TensorFold's Python engine as sfxnz/DeepSeek-V4.1-Flash-EXL3-TensorFold-2x-DGX-Spark run.sh
+    @13a26f7f4f1c3458e4b9520fb9be92175c6ad761 runs it: no pool to pin; the engine sizes its own window at
+    start ("Admission grants MemAvailable less max(4 GiB, MemTotal / 10), 12.1 GiB on a Spark") and refuses
+    what will not fit. What can be checked before boot: weights + Engram + the admission's reserve + the
+    serving floor fit the node.
 """
 
 from __future__ import annotations
@@ -64,6 +70,7 @@ INPUTS = {
     'kv-per-token': (*_KV_KEYS, 'max_model_len', 'max_num_seqs', 'prefill_floor_bytes', 'prefill_pool_factor',
                      *_MEMORY_KEYS),
     'token-pool': (*_KV_KEYS, 'slots', 'context', 'reply_tokens', 'page_tokens', *_MEMORY_KEYS),
+    'engine-admission': ('admission_reserve_gib', *_MEMORY_KEYS),
 }
 MODELS = tuple(INPUTS)
 _ALL_INPUTS = frozenset(key for keys in INPUTS.values() for key in keys)
@@ -71,6 +78,7 @@ _MODEL_WORDS = {
     'zig-pool': "TensorFold's Zig engine: --context positions shared by every stream",
     'kv-per-token': "the vLLM overlay: KV bytes per token, one max_model_len sequence in the pool",
     'token-pool': "the Python engine's TF_DSV41_POOL_TOKENS: pool >= slots x window + reply",
+    'engine-admission': "TensorFold's Python engine sizing its own window: weights + reserve + floor <= node",
 }
 
 
@@ -323,7 +331,23 @@ def _token_pool(recipe):
     }
 
 
-_PLANS = {'zig-pool': _zig_pool, 'kv-per-token': _kv_per_token, 'token-pool': _token_pool}
+def _engine_admission(recipe):
+    """The Python engine sizes its window itself: weights + Engram + its admission reserve + floor <= node."""
+    reserve_gib = to_number(required(recipe, 'admission_reserve_gib'), 'admission_reserve_gib')
+    reserve = round(reserve_gib * GIB)
+    weights, engram, node_memory, floor = memory_inputs(recipe)
+    parts = [('weights', weights), ('engram', engram), ('admission reserve', reserve), ('floor', floor)]
+    memory = _memory_problem(parts, node_memory)
+    summary = (f'engine-admission: the engine sizes its own window from what is left; '
+               f'{_memory_summary(parts, node_memory)}')
+    return ([memory] if memory else []), summary, {
+        'admission_reserve_bytes': reserve,
+        **_memory_fields(weights, engram, reserve, floor, node_memory),
+    }
+
+
+_PLANS = {'zig-pool': _zig_pool, 'kv-per-token': _kv_per_token, 'token-pool': _token_pool,
+          'engine-admission': _engine_admission}
 
 
 def capacity_plan(recipe, fail=True):

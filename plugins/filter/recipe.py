@@ -15,14 +15,21 @@ import re
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
 
-FLAVOURS = ('dsv41-zig', 'vllm-container')
+FLAVOURS = ('dsv41-zig', 'vllm-container', 'tfpy-container')
+# The flavours whose ranks run in containers (the container section, the image, the env file).
+CONTAINER_FLAVOURS = ('vllm-container', 'tfpy-container')
 # How the ranks of a container flavour run, and how its image is obtained.
 RUNTIMES = ('podman', 'docker')
 OBTAINS = ('pull', 'build')
 _DIGEST_RE = re.compile(r'^sha256:[0-9a-f]{64}$')
 # The roles start followers first, then rank 0 (roles/engine_service/tasks/ranks.yml); no other order is built yet.
 ORDERS = ('followers_first',)
-CAPACITY_MODELS = ('zig-pool', 'kv-per-token', 'token-pool')
+CAPACITY_MODELS = ('zig-pool', 'kv-per-token', 'token-pool', 'engine-admission')
+# TensorFold's Python engine (sfxnz run.sh @13a26f7: MAX_MTP_DRAFTS=5, "DSpark drafts at most 5 tokens a round").
+TFPY_MAX_MTP_DRAFTS = 5
+# sfxnz run.sh @13a26f7: `tensorfold serve` flags rank 0 alone passes (rank 1 has no HTTP port); every other flag
+# must be the same on both ranks (the engine refuses a rank 1 started with other serve flags).
+TFPY_RANK0_ONLY = ('--host', '--port', '--max-tokens')
 _SHA_RE = re.compile(r'^[0-9a-f]{40}$')
 _PLACEHOLDER_RE = re.compile(r'\{([a-z_0-9]+)\}')
 
@@ -63,6 +70,7 @@ PLACEHOLDERS = {
     'fabric_address': "this node's rail 0 fabric address",
     'headless_args': 'nothing on rank 0, --headless on the other ranks (vLLM)',
     'kv_pool_bytes': 'serve.kv_pool_bytes (the pinned KV pool, bytes)',
+    'mtp_drafts': 'serve.mtp_drafts (DSpark drafts a round, TensorFold Python engine)',
 }
 
 # (path, type) of every field a recipe of a flavour must have; type None = any non-empty value.
@@ -80,6 +88,17 @@ _COMMON = [
     ('memory.oom_score_adjust', int),
     ('smoke.prompt', str), ('smoke.answer', str),
 ]
+# The fields of every container flavour (vllm-container, tfpy-container).
+_CONTAINER = [
+    ('engram.repo_id', str), ('engram.revision', str), ('engram.files', list),
+    ('container.runtime', str), ('container.image.obtain', str), ('container.image.ref', str),
+    ('container.entrypoint', str),
+    ('container.options.network', str), ('container.options.ipc', str),
+    ('container.options.stop_timeout', int), ('container.options.devices', list),
+    ('container.options.cap_add', list), ('container.options.ulimits', dict), ('container.options.extra', list),
+    ('container.mounts', list),
+    ('memory.weights_gib_per_rank', (int, float)), ('memory.boot_margin_gib', (int, float)),
+]
 REQUIRED = {
     'dsv41-zig': [
         *_COMMON,
@@ -94,17 +113,15 @@ REQUIRED = {
         ('capacity.measured_bytes', int), ('capacity.measured_positions', int),
     ],
     'vllm-container': [
-        *_COMMON,
-        ('engram.repo_id', str), ('engram.revision', str), ('engram.files', list),
-        ('container.runtime', str), ('container.image.obtain', str), ('container.image.ref', str),
-        ('container.entrypoint', str),
-        ('container.options.network', str), ('container.options.ipc', str),
-        ('container.options.stop_timeout', int), ('container.options.devices', list),
-        ('container.options.cap_add', list), ('container.options.ulimits', dict), ('container.options.extra', list),
-        ('container.mounts', list),
+        *_COMMON, *_CONTAINER,
         ('serve.kv_pool_bytes', int),
         ('capacity.kv_bytes_per_token', (int, float)), ('capacity.prefill_floor_gib', (int, float)),
-        ('memory.weights_gib_per_rank', (int, float)), ('memory.boot_margin_gib', (int, float)),
+    ],
+    'tfpy-container': [
+        *_COMMON, *_CONTAINER,
+        ('serve.mtp_drafts', int), ('memory.min_gate_gib', (int, float)), ('ready.models_path', str),
+        ('ready.json', bool),
+        ('container.api_key_env', str),
     ],
 }
 
@@ -178,8 +195,12 @@ def recipe_problems(recipe):
         if recipe['serve']['parallel'] > recipe['serve']['streams']:
             problems.append(f"serve.parallel {recipe['serve']['parallel']} is more than serve.streams "
                             f"{recipe['serve']['streams']}: this engine serves TF_DS_STREAMS streams at once")
-    if flavour == 'vllm-container':
+    if flavour in CONTAINER_FLAVOURS:
         problems.extend(_container_problems(recipe))
+    if flavour == 'vllm-container':
+        problems.extend(_vllm_problems(recipe))
+    if flavour == 'tfpy-container':
+        problems.extend(_tfpy_problems(recipe))
     serve = recipe['serve']
     for key in ('window', 'round_rows'):
         if key in serve and (not _is_type(serve[key], int) or serve[key] < 1):
@@ -197,7 +218,7 @@ def recipe_problems(recipe):
 
 
 def _container_problems(recipe):
-    """The rules of a recipe whose ranks run in containers (flavour vllm-container)."""
+    """The rules of every recipe whose ranks run in containers (CONTAINER_FLAVOURS)."""
     problems = []
     container = recipe['container']
     image, options = container['image'], container['options']
@@ -245,13 +266,19 @@ def _container_problems(recipe):
                 or not isinstance(mount.get('dest'), str) or not mount['dest'].startswith('/')
                 or mount.get('mode', 'ro') not in ('ro', 'rw')):
             problems.append(f'container.mounts: {mount!r} is not {{src, dest (absolute), mode ro or rw}}')
-    if recipe['capacity']['model'] != 'kv-per-token':
-        problems.append(f"capacity.model must be kv-per-token for vLLM, got '{recipe['capacity']['model']}'")
     memory = recipe['memory']
     boot = memory['weights_gib_per_rank'] + memory['boot_margin_gib']
     if memory['gate_gib'] < boot:
         problems.append(f"memory.gate_gib {memory['gate_gib']} is less than weights per rank "
                         f"{memory['weights_gib_per_rank']} + boot margin {memory['boot_margin_gib']} = {boot:g} GiB")
+    return problems
+
+
+def _vllm_problems(recipe):
+    """The vLLM overlay's own rules (flavour vllm-container)."""
+    problems = []
+    if recipe['capacity']['model'] != 'kv-per-token':
+        problems.append(f"capacity.model must be kv-per-token for vLLM, got '{recipe['capacity']['model']}'")
     for rank in ('rank0', 'follower'):
         args = [to_text(a) for a in recipe['launch'][rank]['args']]
         if '--kv-cache-dtype' in args:
@@ -262,6 +289,61 @@ def _container_problems(recipe):
             problems.append(f'launch.{rank}.args must hold {{headless_args}} (--headless on the workers)')
     return problems
 
+
+
+def _without(args, flags):
+    """args less each of flags and the value after it."""
+    out, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in flags:
+            skip = True
+        else:
+            out.append(arg)
+    return out
+
+
+def _tfpy_problems(recipe):
+    """TensorFold's Python engine in containers (flavour tfpy-container), as sfxnz run.sh @13a26f7 starts it."""
+    problems = []
+    if recipe['world'] != 2:
+        problems.append(f"world must be 2 for TensorFold's Python engine (its --tp takes 1 or 2: one rank a Spark), "
+                        f"got {recipe['world']}")
+    if recipe['capacity']['model'] not in ('engine-admission', 'token-pool'):
+        problems.append("capacity.model must be engine-admission or token-pool for TensorFold's Python engine, "
+                        f"got '{recipe['capacity']['model']}'")
+    drafts = recipe['serve']['mtp_drafts']
+    if not 0 <= drafts <= TFPY_MAX_MTP_DRAFTS:
+        problems.append(f'serve.mtp_drafts must be 0 to {TFPY_MAX_MTP_DRAFTS}, got {drafts}: DSpark drafts at most '
+                        f'{TFPY_MAX_MTP_DRAFTS} tokens a round and the engine refuses more')
+    memory = recipe['memory']
+    if memory['gate_gib'] < memory['min_gate_gib']:
+        problems.append(f"memory.gate_gib {memory['gate_gib']} is below memory.min_gate_gib {memory['min_gate_gib']}: "
+                        "the engine's admission cannot fit the window below it")
+    if recipe['ready']['path'] != '/health' or recipe['ready']['json'] is not True:
+        problems.append(f"ready must be path /health with json true (the engine answers {{\"ok\": true}} there once "
+                        f"the model is served), got path '{recipe['ready']['path']}', json {recipe['ready']['json']}")
+    if recipe['container']['api_key_env'] not in ('TF_API_KEY', 'TENSORFOLD_API_KEY'):
+        problems.append("container.api_key_env must be TF_API_KEY or TENSORFOLD_API_KEY (what the engine reads), "
+                        f"got '{recipe['container']['api_key_env']}'")
+    wants = {'--tp': '{world}', '--master': '{master}', '--master-port': '{rendezvous_port}',
+             '--mtp-drafts': '{mtp_drafts}'}
+    lines = {}
+    for rank, own_rank in (('rank0', '0'), ('follower', '{rank}')):
+        args = [to_text(a) for a in recipe['launch'][rank]['args']]
+        lines[rank] = args
+        for flag, value in {**wants, '--rank': own_rank}.items():
+            if flag not in args or args[args.index(flag) + 1:][:1] != [value]:
+                problems.append(f'launch.{rank}.args must pass {flag} {value}')
+    rank0 = _without(lines['rank0'], ('--rank', *TFPY_RANK0_ONLY))
+    follower = _without(lines['follower'], ('--rank',))
+    if rank0 != follower:
+        extra = [a for a in follower if a not in rank0] + [a for a in rank0 if a not in follower]
+        problems.append('launch.follower.args must be launch.rank0.args without --rank, '
+                        f"{', '.join(TFPY_RANK0_ONLY)} (rank 0 refuses a rank 1 started with other serve flags); "
+                        f"they differ in {' '.join(extra) or 'their order'}")
+    return problems
 
 def recipe_check(recipe, name=None):
     """Return the recipe when it is complete; else fail naming every missing or wrong field."""

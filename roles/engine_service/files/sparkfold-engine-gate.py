@@ -20,6 +20,8 @@ the command line; the command line wins:
   SPARKFOLD_MEMORY_GATE_TIMEOUT_S  --timeout   how long to wait for it
   SPARKFOLD_READY_URL              --url       the health URL, e.g. http://127.0.0.1:8000/health
   SPARKFOLD_READY_TIMEOUT_S        --timeout   how long to wait for readiness
+  SPARKFOLD_READY_JSON=1           --json      only a JSON {"ok": true} (or {"status": "ok"}) is ready, not
+                                               an empty or other 200 (TensorFold's Python engine)
 
 On GB10 the driver's allocations (~113 GiB) are invisible to the OOM killer and to cgroup
 limits, and cudaMemGetInfo counts the page cache as used: starting the engine while memory is
@@ -95,8 +97,10 @@ def memory_gate(gib, timeout_s, interval_s, meminfo, proc_sys):
         release_memory(proc_sys)
 
 
-def health_state(url, timeout_s):
+def health_state(url, timeout_s, json_only=False):
     """(ready, fatal, description) of one /health probe.
+
+    json_only: an empty or non-JSON 200 is not ready (an engine that answers JSON once it serves).
 
     Ready: TensorFold's 200 {"ok": true, "backend": "tensorfold", "busy": ..., "context_length": N, ...}
     (a --parallel server adds "streams": {"decoding", "prefilling", "max"}; ashhart/TensorFold docs/api.md),
@@ -121,11 +125,12 @@ def health_state(url, timeout_s):
         reason = getattr(exc, "reason", exc)
         return False, False, f"not answering yet ({reason})"
     if not body:
-        return True, False, "HTTP 200"
+        return (False, False, "HTTP 200 with an empty body, not the JSON ready answer") if json_only \
+            else (True, False, "HTTP 200")
     try:
         parsed = json.loads(body)
     except ValueError:
-        return True, False, f"HTTP 200 {body[:200]}"
+        return (not json_only), False, f"HTTP 200 {body[:200]}"
     if isinstance(parsed, dict) and (parsed.get("ok") is True or parsed.get("status") == "ok"):
         return True, False, f"HTTP 200 {body[:200]}"
     return False, False, f"HTTP 200 but not ready: {body[:200]}"
@@ -143,7 +148,7 @@ def main_pid_gone(main_pid):
         return True
 
 
-def ready_gate(url, timeout_s, interval_s, main_pid=None):
+def ready_gate(url, timeout_s, interval_s, main_pid=None, json_only=False):
     deadline = time.monotonic() + timeout_s
     last = "no answer yet"
     fatal_seen = 0
@@ -152,7 +157,7 @@ def ready_gate(url, timeout_s, interval_s, main_pid=None):
         if main_pid_gone(main_pid):
             log(f"the engine (pid {main_pid}) exited before it was ready; its reason is in the journal above")
             return 1
-        ready, fatal, last = health_state(url, max(1.0, min(10.0, timeout_s)))
+        ready, fatal, last = health_state(url, max(1.0, min(10.0, timeout_s)), json_only)
         if ready:
             log(f"engine ready: {url} answered {last}")
             return 0
@@ -223,6 +228,7 @@ def main(argv=None):
     ready.add_argument("--url", default=os.environ.get("SPARKFOLD_READY_URL") or None)
     ready.add_argument("--timeout", type=float, default=env_number("SPARKFOLD_READY_TIMEOUT_S", 1800.0))
     ready.add_argument("--interval", type=float, default=2.0)
+    ready.add_argument("--json", action="store_true", default=os.environ.get("SPARKFOLD_READY_JSON") == "1")
     watch = sub.add_parser("watch", help="fail if a unit stops or restarts within --seconds")
     watch.add_argument("unit")
     watch.add_argument("--seconds", type=float, default=5.0)
@@ -246,7 +252,7 @@ def main(argv=None):
     if not args.url:
         log("no health URL: give --url or SPARKFOLD_READY_URL")
         return 2
-    return ready_gate(args.url, args.timeout, args.interval, os.environ.get("MAINPID"))
+    return ready_gate(args.url, args.timeout, args.interval, os.environ.get("MAINPID"), args.json)
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ def gate():
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch):
     for name in ("SPARKFOLD_MEMORY_GATE_GIB", "SPARKFOLD_MEMORY_GATE_TIMEOUT_S", "SPARKFOLD_READY_URL",
-                 "SPARKFOLD_READY_TIMEOUT_S", "MAINPID"):
+                 "SPARKFOLD_READY_TIMEOUT_S", "SPARKFOLD_READY_JSON", "MAINPID"):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -167,6 +167,17 @@ def test_ready_gate_waits_while_a_200_says_not_ok(gate, capsys):
         assert gate.main(["ready", "--url", engine.url + "/health", "--timeout", "5", "--interval", "0.05"]) == 0
         assert len(engine.calls) == 3
     assert "engine ready" in capsys.readouterr().err
+
+
+def test_ready_gate_with_json_waits_past_an_empty_200(gate, monkeypatch, capsys):
+    """TensorFold's Python engine (recipe ready.json): only its JSON ok is ready, not an empty or a text 200."""
+    monkeypatch.setenv("SPARKFOLD_READY_JSON", "1")
+    with health_engine([(200, ""), (200, "OK"), (200, tensorfold_health())]) as engine:
+        assert gate.main(["ready", "--url", engine.url + "/health", "--timeout", "5", "--interval", "0.05"]) == 0
+        assert len(engine.calls) == 3
+    with health_engine([(200, "")]) as engine:
+        assert gate.main(["ready", "--url", engine.url + "/health", "--timeout", "0.3", "--interval", "0.05"]) == 1
+    assert "HTTP 200 with an empty body, not the JSON ready answer" in capsys.readouterr().err
 
 
 def test_ready_gate_times_out_naming_the_last_answer(gate, capsys):

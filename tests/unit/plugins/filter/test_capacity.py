@@ -370,9 +370,10 @@ def test_model_is_required_and_named():
     assert error_of(fields) == (
         "capacity_plan: model is missing: give one of zig-pool (TensorFold's Zig engine: --context positions "
         "shared by every stream); kv-per-token (the vLLM overlay: KV bytes per token, one max_model_len sequence "
-        "in the pool); token-pool (the Python engine's TF_DSV41_POOL_TOKENS: pool >= slots x window + reply)")
+        "in the pool); token-pool (the Python engine's TF_DSV41_POOL_TOKENS: pool >= slots x window + reply); "
+        "engine-admission (TensorFold's Python engine sizing its own window: weights + reserve + floor <= node)")
     assert error_of(recipe(model='paged')) == (
-        "capacity_plan: model 'paged' is not one of zig-pool, kv-per-token, token-pool")
+        "capacity_plan: model 'paged' is not one of zig-pool, kv-per-token, token-pool, engine-admission")
 
 
 @pytest.mark.parametrize(('fields', 'expected'), [
@@ -433,3 +434,38 @@ def test_kv_per_token_the_pool_counts_twice_during_a_long_prefill():
         'exceeds node memory 121.7 GiB by 0.4 GiB (429,496,729 bytes)')
     with pytest.raises(AnsibleFilterError, match='prefill_pool_factor must be at least 1'):
         capacity_plan(dict(shipped, prefill_pool_factor=0.5))
+
+
+# =========================================================================== engine-admission
+# sfxnz/DeepSeek-V4.1-Flash-EXL3-TensorFold-2x-DGX-Spark run.sh @13a26f7: "Admission grants MemAvailable less
+# max(4 GiB, MemTotal / 10), 12.1 GiB on a Spark": the engine sizes its own window; the weights, the reserve and
+# the floor must fit the node.
+
+
+def admission(**fields):
+    result = {'model': 'engine-admission', 'admission_reserve_gib': 12.1, 'weights_bytes_per_node': round(99.5 * GIB),
+              'node_memory_bytes': SPARK, 'memory_floor_bytes': 3 * GIB}
+    result.update(fields)
+    return result
+
+
+def test_engine_admission_tp2_on_a_spark_fits():
+    plan = capacity_plan(admission())
+    assert plan['fits'] and plan['problems'] == []
+    assert plan['admission_reserve_bytes'] == round(12.1 * GIB)
+    assert plan['memory_needed_bytes'] == round(99.5 * GIB) + round(12.1 * GIB) + 3 * GIB
+    assert plan['summary'].startswith('engine-admission: the engine sizes its own window')
+    assert 'weights 99.5 GiB + engram 0.0 GiB + admission reserve 12.1 GiB + floor 3.0 GiB' in plan['summary']
+
+
+def test_engine_admission_weights_that_leave_no_room_are_refused_with_the_arithmetic():
+    message = error_of(admission(weights_bytes_per_node=110 * GIB))
+    assert 'the recipe does not fit (engine-admission)' in message
+    assert 'weights 110.0 GiB + engram 0.0 GiB + admission reserve 12.1 GiB + floor 3.0 GiB = 125.1 GiB exceeds ' \
+           'node memory 121.7 GiB by 3.4 GiB' in message
+
+
+def test_engine_admission_needs_its_reserve():
+    assert 'admission_reserve_gib' in error_of(admission(admission_reserve_gib=None))
+    assert 'admission_reserve_gib must be >= 0, got -1' in error_of(admission(admission_reserve_gib=-1))
+    assert 'no capacity model takes page_size' in error_of(admission(page_size=256))

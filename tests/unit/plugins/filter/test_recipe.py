@@ -25,6 +25,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[4]
 RECIPES = sorted((ROOT / 'roles' / 'recipe' / 'recipes').glob('*.yml'))
 TP2 = ROOT / 'roles' / 'recipe' / 'recipes' / 'dsv41-flash-tp2-zig.yml'
 VLLM = ROOT / 'roles' / 'recipe' / 'recipes' / 'dsv41-flash-tp2-vllm.yml'
+TFPY = ROOT / 'roles' / 'recipe' / 'recipes' / 'dsv41-flash-tp2-tfpy.yml'
 
 
 def load(path):
@@ -81,7 +82,8 @@ def test_consistency_rules():
 
 
 def test_unknown_flavour_and_bool_for_int():
-    assert recipe_problems({'flavour': 'llama'}) == ["flavour is 'llama', one of dsv41-zig, vllm-container is needed"]
+    assert recipe_problems({'flavour': 'llama'}) == [
+        "flavour is 'llama', one of dsv41-zig, vllm-container, tfpy-container is needed"]
     recipe = load(TP2)
     recipe['world'] = True
     assert 'world must be a whole number, got True' in recipe_problems(recipe)
@@ -330,3 +332,77 @@ def test_no_shipped_recipe_holds_template_syntax(path):
             return [s for v in node for s in strings(v)]
         return [node] if isinstance(node, str) else []
     assert [s for s in strings(load(path)) if '{{' in s or '{%' in s or '{#' in s] == []
+
+
+# ------------------------------------------------------------------ tfpy-container (TensorFold's Python engine)
+@pytest.mark.parametrize('field', [field for field, _types in REQUIRED['tfpy-container']])
+def test_a_tfpy_recipe_without_a_required_field_is_refused_naming_it(field):
+    recipe = load(TFPY)
+    node = recipe
+    parts = field.split('.')
+    for part in parts[:-1]:
+        node = node[part]
+    del node[parts[-1]]
+    with pytest.raises(AnsibleFilterError, match=re.escape(f'{field} is missing')):
+        recipe_check(recipe, 'dsv41-flash-tp2-tfpy')
+
+
+def test_tfpy_needs_no_vllm_only_field():
+    recipe = load(TFPY)
+    assert 'kv_pool_bytes' not in recipe['serve'] and 'kv_bytes_per_token' not in recipe['capacity']
+    assert '--node-rank' not in recipe['launch']['rank0']['args'] and recipe_problems(recipe) == []
+
+
+@pytest.mark.parametrize(('change', 'problem'), [
+    (lambda r: r['serve'].update(mtp_drafts=6),
+     'serve.mtp_drafts must be 0 to 5, got 6: DSpark drafts at most 5 tokens a round and the engine refuses more'),
+    (lambda r: r['serve'].update(mtp_drafts=-1), 'serve.mtp_drafts must be 0 to 5, got -1'),
+    (lambda r: r['memory'].update(gate_gib=90, weights_gib_per_rank=70),
+     "memory.gate_gib 90 is below memory.min_gate_gib 92: the engine's admission cannot fit the window below it"),
+    (lambda r: r['memory'].update(gate_gib=100), 'memory.gate_gib 100 is less than weights per rank 99.5'),
+    (lambda r: r['ready'].update(json=False), "ready must be path /health with json true"),
+    (lambda r: r['ready'].update(path='/v1/models'), "got path '/v1/models', json True"),
+    (lambda r: r['container'].update(api_key_env='VLLM_API_KEY'),
+     "container.api_key_env must be TF_API_KEY or TENSORFOLD_API_KEY (what the engine reads), got 'VLLM_API_KEY'"),
+    (lambda r: r.update(world=4), "world must be 2 for TensorFold's Python engine"),
+    (lambda r: r['capacity'].update(model='kv-per-token'),
+     "capacity.model must be engine-admission or token-pool for TensorFold's Python engine, got 'kv-per-token'"),
+    (lambda r: r['launch'].update(order='rank0_first'),
+     "launch.order must be one of followers_first, got 'rank0_first'"),
+    (lambda r: r['launch']['rank0']['args'].__setitem__(r['launch']['rank0']['args'].index('{mtp_drafts}'), '5'),
+     'launch.rank0.args must pass --mtp-drafts {mtp_drafts}'),
+    (lambda r: r['launch']['follower']['args'].__setitem__(r['launch']['follower']['args'].index('{rank}'), '0'),
+     'launch.follower.args must pass --rank {rank}'),
+    (lambda r: r['launch']['rank0']['args'].__setitem__(r['launch']['rank0']['args'].index('{master}'), '10.0.0.1'),
+     'launch.rank0.args must pass --master {master}'),
+    (lambda r: r['launch']['follower']['args'].extend(['--port', '{port}']),
+     'launch.follower.args must be launch.rank0.args without --rank, --host, --port, --max-tokens (rank 0 refuses '
+     'a rank 1 started with other serve flags); they differ in --port {port}'),
+    (lambda r: r['launch']['follower']['args'].remove('--no-update-check'), 'they differ in --no-update-check'),
+])
+def test_tfpy_rules_name_what_is_wrong(change, problem):
+    recipe = load(TFPY)
+    change(recipe)
+    problems = recipe_problems(recipe)
+    assert any(problem in p for p in problems), problems
+    with pytest.raises(AnsibleFilterError, match=re.escape(problem)):
+        recipe_check(recipe)
+
+
+def test_tfpy_recipe_follows_run_sh():
+    """sfxnz run.sh @13a26f7 serve_args: rank 0 = rank 1's line + --host, --port, --max-tokens; rank 1 first."""
+    r = load(TFPY)
+    assert r['launch']['order'] == 'followers_first' and r['launch']['rendezvous_port'] == 29571
+    assert r['serve']['mtp_drafts'] == 5 and r['memory']['min_gate_gib'] == 92
+    assert r['memory']['gate_gib'] >= r['memory']['weights_gib_per_rank'] + r['memory']['boot_margin_gib']
+    assert r['ready'] == {'path': '/health', 'json': True, 'models_path': '/v1/models', 'timeout_s': 1800}
+    assert r['container']['entrypoint'] == 'tensorfold' and r['container']['api_key_env'] == 'TF_API_KEY'
+    assert (r['smoke']['prompt'], r['smoke']['answer']) == ('What is 17 * 23?', '391')
+    v = values(thinking_args=['--no-thinking'], mtp_drafts='5', top_p='1.0', max_tokens='4096', master='192.168.100.1')
+    head = recipe_render(r['launch']['rank0']['args'], {**v, 'rank': '0'})
+    worker = recipe_render(r['launch']['follower']['args'], {**v, 'rank': '1'})
+    assert head[:2] == worker[:2] == ['serve', '/models/dsv41/DeepSeek-V4.1-Flash-EXL3-2.9bpw']
+    assert head[head.index('--rank') + 1] == '0' and worker[worker.index('--rank') + 1] == '1'
+    assert head[head.index('--rank') + 2:head.index('--host')] == worker[worker.index('--rank') + 2:]
+    assert head[head.index('--host'):] == ['--host', '<host>', '--port', '<port>', '--max-tokens', '4096']
+    assert '--no-thinking' in worker and worker[worker.index('--mtp-drafts') + 1] == '5'
