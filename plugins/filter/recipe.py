@@ -290,7 +290,6 @@ def _vllm_problems(recipe):
     return problems
 
 
-
 def _without(args, flags):
     """args less each of flags and the value after it."""
     out, skip = [], False
@@ -344,6 +343,7 @@ def _tfpy_problems(recipe):
                         f"{', '.join(TFPY_RANK0_ONLY)} (rank 0 refuses a rank 1 started with other serve flags); "
                         f"they differ in {' '.join(extra) or 'their order'}")
     return problems
+
 
 def recipe_check(recipe, name=None):
     """Return the recipe when it is complete; else fail naming every missing or wrong field."""
