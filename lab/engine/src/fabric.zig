@@ -162,6 +162,25 @@ pub const Expect = struct {
     digest: ?Digest = null,
 
     pub const Digest = struct { value: []const u8, what: []const u8 };
+
+    /// What a container personality's rank 0 expects of its followers: the shared arguments' digest only.
+    pub fn ofDigest(context: u64, model: []const u8, digest: Digest) Expect {
+        const off: Switch = .{ .key = "", .env = "", .env_text = null, .on = false };
+        return .{
+            .context = context,
+            .rdma = null,
+            .drafts = true,
+            .graphs = off,
+            .side = off,
+            .prefetch = off,
+            .aio = off,
+            .engram_json = "",
+            .rope_rows = 0,
+            .caches = &.{},
+            .model = model,
+            .digest = digest,
+        };
+    }
 };
 
 /// Why rank 0 refuses a follower whose HELLO does not match what rank 0 runs, or null.

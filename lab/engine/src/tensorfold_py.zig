@@ -230,20 +230,10 @@ pub fn main(init: std.process.Init) !u8 {
     const where: []const u8 = if (tp == 2) ", rank 0 of 2" else "";
     log("[tensorfold] loading {s}: DeepSeek-V4.1 (deepseek_v41) on CUDA{s} (TensorFold SIMULATOR)", .{ name, where });
 
-    const expect: fabric.Expect = .{
-        .context = context,
-        .rdma = null,
-        .drafts = true,
-        .graphs = .{ .key = "", .env = "", .env_text = null, .on = false },
-        .side = .{ .key = "", .env = "", .env_text = null, .on = false },
-        .prefetch = .{ .key = "", .env = "", .env_text = null, .on = false },
-        .aio = .{ .key = "", .env = "", .env_text = null, .on = false },
-        .engram_json = "",
-        .rope_rows = 0,
-        .caches = &.{},
-        .model = model_path,
-        .digest = .{ .value = digest, .what = "serve flags (--tp, --context, --mtp-drafts, --mtp-confidence, --no-drafts, --kv-dtype, --parallel, --master-port)" },
-    };
+    const expect = fabric.Expect.ofDigest(context, model_path, .{
+        .value = digest,
+        .what = "serve flags (--tp, --context, --mtp-drafts, --mtp-confidence, --no-drafts, --kv-dtype, --parallel, --master-port)",
+    });
     const world: u32 = @intCast(tp);
     var rendezvous: fabric.Rendezvous = .{
         .io = io,

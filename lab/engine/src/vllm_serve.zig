@@ -279,20 +279,10 @@ pub fn main(init: std.process.Init) !u8 {
         model_path, served, tp, nnodes, max_model_len, cfg.parallel, if (keys.items.len > 0) "on" else "off",
     });
 
-    const expect: fabric.Expect = .{
-        .context = max_model_len,
-        .rdma = null,
-        .drafts = true,
-        .graphs = .{ .key = "", .env = "", .env_text = null, .on = false },
-        .side = .{ .key = "", .env = "", .env_text = null, .on = false },
-        .prefetch = .{ .key = "", .env = "", .env_text = null, .on = false },
-        .aio = .{ .key = "", .env = "", .env_text = null, .on = false },
-        .engram_json = "",
-        .rope_rows = 0,
-        .caches = &.{},
-        .model = model_path,
-        .digest = .{ .value = digest, .what = "engine arguments (--tensor-parallel-size, --max-model-len, --kv-cache-memory-bytes, --block-size, --speculative-config, --hf-overrides, ...)" },
-    };
+    const expect = fabric.Expect.ofDigest(max_model_len, model_path, .{
+        .value = digest,
+        .what = "engine arguments (--tensor-parallel-size, --max-model-len, --kv-cache-memory-bytes, --block-size, --speculative-config, --hf-overrides, ...)",
+    });
     var rendezvous: fabric.Rendezvous = .{
         .io = io,
         .world = @intCast(nnodes),
