@@ -244,6 +244,27 @@ def stream(port, path, body, timeout=30):
         conn.close()
 
 
+# The container personalities (vllm, tensorfold) started fast: short load, quick decode, short waits.
+SERVE_FAST = {"SIM_LOAD_DELAY_S": "0.2", "SIM_DECODE_TOK_S": "200", "SIM_TTFT_BASE_MS": "5",
+              "SIM_FOLLOWER_GRACE_S": "1", "SIM_RENDEZVOUS_TIMEOUT_S": "3"}
+
+
+def stop_procs(*procs):
+    """Kill what still runs of the processes a test started, and reap them."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=10)
+
+
+def health_ok(port):
+    """GET /health answers 200 (False while nothing listens)."""
+    try:
+        return request(port, "GET", "/health", timeout=2)[0] == 200
+    except OSError:
+        return False
+
+
 def wait_until(predicate, timeout, step=0.05):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

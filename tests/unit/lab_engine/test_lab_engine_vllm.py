@@ -12,10 +12,11 @@ import subprocess
 
 import pytest
 
-from tests.labengine import HOST, free_port, make_engram, make_model, request, stream, wait_until
+from tests.labengine import HOST, SERVE_FAST, free_port, make_engram, make_model, request, stream, wait_until
+from tests.labengine import health_ok as healthy
+from tests.labengine import stop_procs as stop
 
-FAST = {"SIM_LOAD_DELAY_S": "0.2", "SIM_DECODE_TOK_S": "200", "SIM_TTFT_BASE_MS": "5", "SIM_FOLLOWER_GRACE_S": "1",
-        "SIM_RENDEZVOUS_TIMEOUT_S": "3"}
+FAST = SERVE_FAST
 # 2.5 GiB, MiaAI's pool (README: "2.5 GiB per rank = 774,400 tokens ... ~3.4 KiB/token").
 POOL = "2684354560"
 
@@ -57,20 +58,6 @@ def run(bins, args, env=None, timeout=15):
 def start(bins, args, env=None):
     return subprocess.Popen([str(bins / "vllm"), "serve", *map(str, args)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, **FAST, **(env or {})})
-
-
-def stop(*procs):
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=10)
-
-
-def healthy(port):
-    try:
-        return request(port, "GET", "/health", timeout=2)[0] == 200
-    except OSError:
-        return False
 
 
 def test_worker_then_head_serve_the_openai_api_behind_the_key(bins, inputs):

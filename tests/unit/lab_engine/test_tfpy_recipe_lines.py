@@ -21,13 +21,13 @@ import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.sparkfold.cluster.plugins.filter.recipe import container_run, recipe_check, recipe_render
 
-from tests.labengine import HOST, free_port, make_engram, make_model, request, wait_until
+from tests.labengine import HOST, SERVE_FAST, free_port, make_engram, make_model, request, wait_until
+from tests.labengine import stop_procs as stop
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 RECIPE = ROOT / 'roles' / 'recipe' / 'recipes' / 'dsv41-flash-tp2-tfpy.yml'
 GATE = ROOT / 'roles' / 'engine_service' / 'files' / 'sparkfold-engine-gate.py'
-FAST = {'SIM_LOAD_DELAY_S': '0.2', 'SIM_DECODE_TOK_S': '200', 'SIM_TTFT_BASE_MS': '5', 'SIM_FOLLOWER_GRACE_S': '1',
-        'SIM_RENDEZVOUS_TIMEOUT_S': '5'}
+FAST = {**SERVE_FAST, 'SIM_RENDEZVOUS_TIMEOUT_S': '5'}
 NAME = 'DeepSeek-v4.1-Flash-EXL3'
 KEY = 'sk-lab-tfpy'
 
@@ -74,13 +74,6 @@ def environment(recipe, rank, engram):
 def start(bins, program, argv, env):
     return subprocess.Popen([str(bins / program), *argv], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
-
-
-def stop(*procs):
-    for proc in procs:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=10)
 
 
 def test_the_recipes_rank1_then_rank0_serve(bins, tmp_path):

@@ -16,11 +16,10 @@ import pytest
 import yaml
 from ansible_collections.sparkfold.cluster.plugins.filter.recipe import recipe_render
 
-from tests.labengine import ENGINE, HOST, build, free_port, make_engram, make_model, request, wait_until
+from tests.labengine import ENGINE, HOST, SERVE_FAST, build, free_port, make_engram, make_model, request, wait_until
 
 RECIPE = pathlib.Path(__file__).resolve().parents[3] / 'roles' / 'recipe' / 'recipes' / 'dsv41-flash-tp2-vllm.yml'
-FAST = {'SIM_LOAD_DELAY_S': '0.2', 'SIM_DECODE_TOK_S': '200', 'SIM_TTFT_BASE_MS': '5', 'SIM_FOLLOWER_GRACE_S': '1',
-        'SIM_RENDEZVOUS_TIMEOUT_S': '5'}
+FAST = {**SERVE_FAST, 'SIM_RENDEZVOUS_TIMEOUT_S': '5'}
 
 
 @pytest.fixture(scope='module')
