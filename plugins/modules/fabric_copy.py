@@ -24,6 +24,10 @@ description:
   - An interrupted file waits in C(.rsync-partial/) next to it (rsync C(--partial-dir)) and the next run
     resumes it from there; the copy already in O(dest), if any, is not touched until the file is complete. rsync
     protects that folder from C(--delete-after).
+  - Many streams opening ssh connections at once (several workers pulling from one source, each with O(streams)
+    streams) can exceed the source's sshd C(MaxStartups) (10 unauthenticated connections by default), which resets
+    the surplus before anything is exchanged. A stream refused that way is started again after a short random
+    wait, up to O(connect_retries) times; a stream cut after it began is not (the next run resumes it).
   - Nothing that differs means no stream and no change. The module does not verify content (rsync trusts size and
     mtime); verify the copy afterwards, for example with M(sparkfold.cluster.store_verify).
   - Why not C(fpsync) (Debian package fpart), which also runs rsync in parallel over a file list. It crawls the
@@ -83,6 +87,13 @@ options:
     description: Seconds without any data after which an rsync gives up (its C(--timeout)); V(0) waits forever.
     type: int
     default: 300
+  connect_retries:
+    description:
+      - How many more times a stream is started when the source's sshd reset or closed its connection before
+        anything was exchanged (C(MaxStartups) refusing a burst of connections), after a random wait that doubles
+        each time (0.5 s, 1 s, 2 s ... up to 8 s). A host that cannot be reached at all is not retried.
+    type: int
+    default: 6
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -133,7 +144,9 @@ bytes:
   type: int
   sample: 5368709120
 streams:
-  description: One entry per rsync stream run, with C(address), C(files), C(bytes), C(seconds) and C(rc).
+  description: One entry per rsync stream run, with C(address), C(files), C(bytes), C(seconds), C(rc) and C(attempts)
+    (how many times it was started; more than 1 when sshd refused it at first).
+    For a stream that failed, C(error) holds the last lines rsync printed.
   returned: always
   type: list
   elements: dict
@@ -157,6 +170,7 @@ source_missing:
 """
 
 import os
+import random
 import shlex
 import tempfile
 import time
@@ -183,6 +197,20 @@ RC_PARTIAL = 23
 def unreachable(rc, err):
     """Whether rsync failed because the remote shell could not reach the node (nothing was exchanged)."""
     return rc == RC_SSH or (rc == RC_PROTOCOL and "(0 bytes received so far)" in err)
+
+
+# What ssh prints when the source's sshd drops a connection before the key exchange (MaxStartups, a burst of
+# connections): "kex_exchange_identification: read: Connection reset by peer", "Connection reset by A port 22",
+# "Connection closed by A port 22".
+REFUSED_AT_START = ("kex_exchange_identification", "Connection reset by", "Connection closed by")
+# The first wait before a stream is started again, doubled each time up to BACKOFF_MAX_S, times 0.5-1.5 at random.
+BACKOFF_S = 0.5
+BACKOFF_MAX_S = 8.0
+
+
+def refused_at_start(rc, err):
+    """Whether sshd dropped the stream's connection before anything was exchanged (worth starting it again)."""
+    return unreachable(rc, err) and any(marker in err for marker in REFUSED_AT_START)
 
 
 def tail(text, lines=6):
@@ -328,9 +356,17 @@ class FabricCopy:
                     handle.write(files_from(part["files"]))
                 argv = [*self.base(), f"--files-from={listing}", "--from0", self.remote(part["address"]), self.dest]
                 started = time.monotonic()
-                rc, _out, err = self.module.run_command(argv)
+                attempts = 0
+                while True:
+                    attempts += 1
+                    rc, _out, err = self.module.run_command(argv)
+                    if rc == 0 or attempts > self.params["connect_retries"] or not refused_at_start(rc, err):
+                        break
+                    wait = min(BACKOFF_MAX_S, BACKOFF_S * 2 ** (attempts - 1))
+                    time.sleep(wait * random.uniform(0.5, 1.5))
                 return {"address": part["address"], "files": len(part["files"]), "bytes": part["bytes"],
-                        "seconds": round(time.monotonic() - started, 3), "rc": rc, "error": tail(err, 3) if rc else ""}
+                        "seconds": round(time.monotonic() - started, 3), "rc": rc, "attempts": attempts,
+                        "error": tail(err, 3) if rc else ""}
 
             with ThreadPoolExecutor(max_workers=len(shards)) as pool:
                 return list(pool.map(stream, range(len(shards)), shards))
@@ -349,6 +385,7 @@ def main():
             "excludes": {"type": "list", "elements": "str", "default": []},
             "delete": {"type": "bool", "default": True},
             "io_timeout": {"type": "int", "default": 300},
+            "connect_retries": {"type": "int", "default": 6},
         },
         supports_check_mode=True,
     )
@@ -359,6 +396,8 @@ def main():
     params["addresses"] = addresses
     if params["streams"] < 1:
         module.fail_json(msg=f"streams is {params['streams']}: give 1 or more parallel rsync streams")
+    if params["connect_retries"] < 0:
+        module.fail_json(msg=f"connect_retries is {params['connect_retries']}: give 0 (never retry) or more")
     if params["io_timeout"] < 0:
         module.fail_json(msg="io_timeout must be 0 (wait forever) or a number of seconds")
     for name in ("src", "dest"):

@@ -22,10 +22,21 @@ FAKE_SSH = """#!/bin/sh
 # [-l user] host command...: run the command here, log the host; FAKE_CUT_S cuts the streams short.
 if [ "$1" = "-l" ]; then shift 2; fi
 echo "$1" >> "$FAKE_SSH_LOG"
+host=$1
 case "$1" in unreachable*) echo "ssh: connect to host $1: No route to host" >&2; exit 255;; esac
 shift
 case "$*" in
   *--files-from*)
+    # FAKE_REFUSE_N: the first N stream connections are dropped as sshd's MaxStartups drops a burst
+    i=1
+    while [ "$i" -le "${FAKE_REFUSE_N:-0}" ]; do
+      if mkdir "$FAKE_SSH_LOG.refused-$i" 2>/dev/null; then
+        echo "kex_exchange_identification: read: Connection reset by peer" >&2
+        echo "Connection reset by $host port 22" >&2
+        exit 255
+      fi
+      i=$((i + 1))
+    done
     if [ -n "$FAKE_CUT_S" ]; then  # a slow sender, killed after FAKE_CUT_S seconds: the link is cut
       slow=$(echo "$*" | sed 's/--server/--server --bwlimit=100/')
       exec timeout -s KILL "$FAKE_CUT_S" sh -c "exec $slow"
@@ -43,6 +54,8 @@ def env(tmp_path, monkeypatch):
     log = tmp_path / "ssh.log"
     monkeypatch.setenv("FAKE_SSH_LOG", str(log))
     monkeypatch.delenv("FAKE_CUT_S", raising=False)
+    monkeypatch.delenv("FAKE_REFUSE_N", raising=False)
+    monkeypatch.setattr(fabric_copy, "BACKOFF_S", 0.01, raising=False)
     src = tmp_path / "src"
     (src / "sub").mkdir(parents=True)
     for i in range(6):
@@ -127,6 +140,26 @@ def test_a_cut_stream_keeps_what_came_and_the_next_run_resumes(env, monkeypatch)
     assert not (env.dest / ".rsync-partial").exists()
 
 
+def test_streams_refused_by_sshd_at_start_are_started_again(env, monkeypatch):
+    # three of four streams reset before the key exchange, as sshd's MaxStartups drops a burst (several
+    # workers pulling from one head at once)
+    monkeypatch.setenv("FAKE_REFUSE_N", "3")
+    kind, result, _warnings = env()
+    assert kind == "exit", result
+    assert tree(env.dest) == tree(env.src)
+    assert sum(s["attempts"] for s in result["streams"]) == len(result["streams"]) + 3
+    assert all(s["rc"] == 0 for s in result["streams"])
+
+
+def test_a_stream_refused_more_often_than_allowed_fails_naming_sshd(env, monkeypatch):
+    monkeypatch.setenv("FAKE_REFUSE_N", "50")
+    kind, result, _warnings = env(streams=1, connect_retries=2)
+    assert kind == "fail", result
+    assert result["streams"][0]["attempts"] == 3
+    assert "Connection reset by rail" in result["msg"]
+    assert "rsync streams failed" in result["msg"] and "next run resumes" in result["msg"]
+
+
 def test_listing_falls_back_to_the_next_address(env):
     kind, result, _warnings = env(addresses=["unreachable0", "rail1"], streams=1)
     assert kind == "exit", result
@@ -154,6 +187,7 @@ def test_missing_source_fails_except_in_check_mode(env, tmp_path):
     [
         ({"addresses": [" "]}, "addresses is empty"),
         ({"streams": 0}, "streams is 0"),
+        ({"connect_retries": -1}, "connect_retries is -1"),
         ({"dest": "relative/dir"}, "dest must be an absolute path"),
     ],
 )
