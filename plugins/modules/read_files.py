@@ -1,0 +1,157 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, sparkfold developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: read_files
+short_description: Read several small files and links of a node in one round trip
+version_added: "0.1.0"
+description:
+  - For each of O(paths), whether it exists and what it is (C(file), C(directory), C(link) or C(other)); for a link,
+    where it points (as written, and resolved); for a regular file (or a link to one), its text - what a loop of
+    M(ansible.builtin.slurp) and M(ansible.builtin.stat) tasks would read, in one module run instead of one per item.
+  - A path that does not exist is no error (RV(files[path].exists) is false). A file larger than O(max_bytes), or one
+    that cannot be read, fails the task naming it.
+  - Read-only; never reports a change.
+author:
+  - sparkfold developers (@sparkfold)
+options:
+  paths:
+    description:
+      - Absolute paths to read. RV(files) is keyed by each path exactly as given here (no C(~) expansion).
+    type: list
+    elements: str
+    required: true
+  max_bytes:
+    description:
+      - Largest file whose text is returned; a larger regular file fails the task (these are stamps and records).
+    type: int
+    default: 1048576
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+attributes:
+  check_mode:
+    support: full
+    details: Reads the same in check mode.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+seealso:
+  - module: ansible.builtin.slurp
+  - module: ansible.builtin.stat
+"""
+
+EXAMPLES = r"""
+- name: Read the stamp, the current link and the manifest
+  sparkfold.cluster.read_files:
+    paths:
+      - /opt/sparkfold/engine/current
+      - /opt/sparkfold/engine/current/sparkfold-stamp.json
+      - /srv/models/dsv41/.sparkfold-manifest.json
+  register: read
+
+- name: Use the stamp when it is there
+  ansible.builtin.debug:
+    msg: "{{ (read.files['/opt/sparkfold/engine/current/sparkfold-stamp.json'].content | from_json).build_id }}"
+  when: read.files['/opt/sparkfold/engine/current/sparkfold-stamp.json'].exists
+"""
+
+RETURN = r"""
+files:
+  description: One entry per path of O(paths), keyed by the path as given.
+  returned: always
+  type: dict
+  contains:
+    exists:
+      description: Whether the path exists (a link counts, even one to nothing).
+      type: bool
+    type:
+      description: C(file), C(directory), C(link), C(other), or C(absent).
+      type: str
+    target:
+      description: For a link, what it points to as written (C(readlink)); else absent.
+      type: str
+    resolved:
+      description:
+        - For a link, the absolute path it resolves to (C(realpath)), as M(ansible.builtin.stat)'s C(lnk_source).
+      type: str
+    content:
+      description: For a regular file or a link to one, its text (UTF-8, undecodable bytes replaced).
+      type: str
+  sample:
+    /opt/sparkfold/engine/current:
+      exists: true
+      type: link
+      target: /opt/sparkfold/engine/3f0c2a9e41b7d655
+      resolved: /opt/sparkfold/engine/3f0c2a9e41b7d655
+"""
+
+import os
+import stat
+
+from ansible.module_utils.basic import AnsibleModule
+
+
+def read_one(path, max_bytes):
+    """The entry of one path; (entry, problem) where problem is None or says why it cannot be read."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return {"exists": False, "type": "absent"}, None
+    except OSError as exc:
+        return None, f"{path}: {exc.strerror}"
+    entry = {"exists": True}
+    if stat.S_ISLNK(info.st_mode):
+        entry.update(type="link", target=os.readlink(path), resolved=os.path.realpath(path))
+        try:
+            info = os.stat(path)
+        except OSError:
+            return entry, None  # a link to nothing: no content
+    elif stat.S_ISDIR(info.st_mode):
+        entry["type"] = "directory"
+    elif stat.S_ISREG(info.st_mode):
+        entry["type"] = "file"
+    else:
+        entry["type"] = "other"
+    if stat.S_ISREG(info.st_mode):
+        if info.st_size > max_bytes:
+            return None, f"{path} holds {info.st_size} bytes, more than max_bytes ({max_bytes})"
+        try:
+            with open(path, "rb") as handle:
+                entry["content"] = handle.read(max_bytes + 1).decode("utf-8", errors="replace")
+        except OSError as exc:
+            return None, f"{path}: {exc.strerror}"
+    return entry, None
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            paths=dict(type="list", elements="str", required=True),
+            max_bytes=dict(type="int", default=1048576),
+        ),
+        supports_check_mode=True,
+    )
+    relative = [p for p in module.params["paths"] if not os.path.isabs(p)]
+    if relative:
+        module.fail_json(msg=f"paths must be absolute: {', '.join(relative)}")
+    files, problems = {}, []
+    for path in module.params["paths"]:
+        entry, problem = read_one(path, module.params["max_bytes"])
+        if problem:
+            problems.append(problem)
+        else:
+            files[path] = entry
+    if problems:
+        module.fail_json(msg=f"cannot read {'; '.join(problems)} (run as root, or check the files)", files=files)
+    module.exit_json(changed=False, files=files)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Unit tests for the sparkfold.cluster.read_files module (AnsibleModule run in-process)."""
+
+import json
+import os
+
+import pytest
+from ansible_collections.sparkfold.cluster.plugins.modules import read_files
+
+from tests.unit.module_runner import module_runner
+
+
+@pytest.fixture
+def run(monkeypatch):
+    """run(args) -> (kind, result, warnings): read_files.main() in-process."""
+    return module_runner(monkeypatch, read_files.main)
+
+
+def test_reads_files_links_directories_and_absent_paths_in_one_run(run, tmp_path):
+    build = tmp_path / "engine" / "3f0c2a9e41b7d655"
+    build.mkdir(parents=True)
+    (build / "sparkfold-stamp.json").write_text(json.dumps({"build_id": "3f0c2a9e41b7d655"}))
+    (tmp_path / "engine" / "current").symlink_to(build)
+    (tmp_path / "engine" / "dangling").symlink_to(tmp_path / "engine" / "gone")
+    paths = [
+        str(tmp_path / "engine" / "current"),
+        str(tmp_path / "engine" / "current" / "sparkfold-stamp.json"),
+        str(tmp_path / "engine" / "previous"),
+        str(tmp_path / "engine" / "dangling"),
+        str(build),
+    ]
+    kind, result, _warnings = run({"paths": paths})
+    assert kind == "exit"
+    assert result["changed"] is False
+    files = result["files"]
+    assert files[paths[0]] == {"exists": True, "type": "link", "target": str(build), "resolved": str(build)}
+    assert files[paths[1]]["type"] == "file"
+    assert json.loads(files[paths[1]]["content"]) == {"build_id": "3f0c2a9e41b7d655"}
+    assert files[paths[2]] == {"exists": False, "type": "absent"}
+    assert files[paths[3]]["type"] == "link" and "content" not in files[paths[3]]
+    assert files[paths[4]] == {"exists": True, "type": "directory"}
+
+
+def test_a_relative_link_resolves_as_stat_has_it(run, tmp_path):
+    (tmp_path / "b1").mkdir()
+    os.symlink("b1", tmp_path / "current")
+    kind, result, _warnings = run({"paths": [str(tmp_path / "current")]})
+    assert kind == "exit"
+    assert result["files"][str(tmp_path / "current")]["target"] == "b1"
+    assert result["files"][str(tmp_path / "current")]["resolved"] == str(tmp_path / "b1")
+
+
+def test_a_file_over_max_bytes_fails_naming_it(run, tmp_path):
+    big = tmp_path / "big.json"
+    big.write_text("x" * 100)
+    kind, result, _warnings = run({"paths": [str(big)], "max_bytes": 10})
+    assert kind == "fail"
+    assert f"{big} holds 100 bytes, more than max_bytes (10)" in result["msg"]
+
+
+def test_a_relative_path_is_refused(run):
+    kind, result, _warnings = run({"paths": ["relative/stamp.json"]})
+    assert kind == "fail"
+    assert "paths must be absolute: relative/stamp.json" in result["msg"]
+
+
+def test_check_mode_reads_the_same(run, tmp_path):
+    (tmp_path / "f").write_text("hello\n")
+    kind, result, _warnings = run({"paths": [str(tmp_path / "f")], "_ansible_check_mode": True})
+    assert (kind, result["files"][str(tmp_path / "f")]["content"]) == ("exit", "hello\n")
