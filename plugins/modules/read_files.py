@@ -12,7 +12,8 @@ module: read_files
 short_description: Read several small files and links of a node in one round trip
 version_added: "0.1.0"
 description:
-  - For each of O(paths), whether it exists and what it is (C(file), C(directory), C(link) or C(other)); for a link,
+  - For each of O(paths), whether it exists and what it is (C(file), C(directory), C(link) or C(other)), its mode,
+    owner and group (of the path itself, not of a link's target); for a link,
     where it points (as written, and resolved); for a regular file (or a link to one), its text - what a loop of
     M(ansible.builtin.slurp) and M(ansible.builtin.stat) tasks would read, in one module run instead of one per item.
   - A path that does not exist is no error (RV(files[path].exists) is false). A file larger than O(max_bytes), or one
@@ -74,6 +75,16 @@ files:
     type:
       description: C(file), C(directory), C(link), C(other), or C(absent).
       type: str
+    mode:
+      description:
+        - The permission bits as four octal digits, e.g. C(0644) (of the path itself); absent when it does not exist.
+      type: str
+    owner:
+      description: The owner's name (its uid as a string when it has no name); absent when it does not exist.
+      type: str
+    group:
+      description: The group's name (its gid as a string when it has no name); absent when it does not exist.
+      type: str
     target:
       description: For a link, what it points to as written (C(readlink)); else absent.
       type: str
@@ -88,14 +99,27 @@ files:
     /opt/sparkfold/engine/current:
       exists: true
       type: link
+      mode: "0777"
+      owner: root
+      group: root
       target: /opt/sparkfold/engine/3f0c2a9e41b7d655
       resolved: /opt/sparkfold/engine/3f0c2a9e41b7d655
 """
 
+import grp
 import os
+import pwd
 import stat
 
 from ansible.module_utils.basic import AnsibleModule
+
+
+def _name(lookup, number):
+    """The user or group name of a uid or gid, or the number as a string when it has none."""
+    try:
+        return lookup(number)[0]
+    except KeyError:
+        return str(number)
 
 
 def read_one(path, max_bytes):
@@ -106,7 +130,12 @@ def read_one(path, max_bytes):
         return {"exists": False, "type": "absent"}, None
     except OSError as exc:
         return None, f"{path}: {exc.strerror}"
-    entry = {"exists": True}
+    entry = {
+        "exists": True,
+        "mode": f"{stat.S_IMODE(info.st_mode):04o}",
+        "owner": _name(pwd.getpwuid, info.st_uid),
+        "group": _name(grp.getgrgid, info.st_gid),
+    }
     if stat.S_ISLNK(info.st_mode):
         entry.update(type="link", target=os.readlink(path), resolved=os.path.realpath(path))
         try:

@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Unit tests for the sparkfold.cluster.read_files module (AnsibleModule run in-process)."""
 
+import grp
 import json
 import os
+import pwd
 
 import pytest
 from ansible_collections.sparkfold.cluster.plugins.modules import read_files
@@ -33,12 +35,22 @@ def test_reads_files_links_directories_and_absent_paths_in_one_run(run, tmp_path
     assert kind == "exit"
     assert result["changed"] is False
     files = result["files"]
-    assert files[paths[0]] == {"exists": True, "type": "link", "target": str(build), "resolved": str(build)}
+    me = {"owner": pwd.getpwuid(os.getuid()).pw_name, "group": grp.getgrgid(os.getgid()).gr_name}
+    assert files[paths[0]] == {
+        "exists": True,
+        "type": "link",
+        "mode": "0777",
+        **me,
+        "target": str(build),
+        "resolved": str(build),
+    }
     assert files[paths[1]]["type"] == "file"
     assert json.loads(files[paths[1]]["content"]) == {"build_id": "3f0c2a9e41b7d655"}
     assert files[paths[2]] == {"exists": False, "type": "absent"}
     assert files[paths[3]]["type"] == "link" and "content" not in files[paths[3]]
-    assert files[paths[4]] == {"exists": True, "type": "directory"}
+    os.chmod(build, 0o750)
+    kind, result, _warnings = run({"paths": [str(build)]})
+    assert result["files"][str(build)] == {"exists": True, "type": "directory", "mode": "0750", **me}
 
 
 def test_a_relative_link_resolves_as_stat_has_it(run, tmp_path):
