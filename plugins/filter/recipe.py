@@ -15,15 +15,31 @@ import re
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
 
-FLAVOURS = ('dsv41-zig', 'vllm-container', 'tfpy-container')
+FLAVOURS = ('dsv41-zig', 'vllm-container', 'tfpy-container', 'sglang-container')
 # The flavours whose ranks run in containers (the container section, the image, the env file).
-CONTAINER_FLAVOURS = ('vllm-container', 'tfpy-container')
+CONTAINER_FLAVOURS = ('vllm-container', 'tfpy-container', 'sglang-container')
 # How the ranks of a container flavour run, and how its image is obtained.
 RUNTIMES = ('podman', 'docker')
 OBTAINS = ('pull', 'build')
 _DIGEST_RE = re.compile(r'^sha256:[0-9a-f]{64}$')
-# The roles start followers first, then rank 0 (roles/engine_service/tasks/ranks.yml); no other order is built yet.
-ORDERS = ('followers_first',)
+# How the roles start the ranks (roles/engine_service/tasks/ranks.yml), rank 0 always last: followers_first starts
+# every follower at once; ascending (1, 2, ... N-1) and descending (N-1 ... 1) start them strictly one after the other.
+ORDERS = ('followers_first', 'ascending', 'descending')
+# The topologies of the fabric role (fabric_topology) a recipe may be written for.
+TOPOLOGIES = ('pair', 'switch', 'ring')
+# SGLang on a switchless ring (MiaAI-Lab/DeepSeek-v4.1-Flash-DGX-Sparks files/nccl.sh @e098520 nccl_validate_config,
+# switchless_ring_args): the environment every rank of a ring must carry, and its world.
+SGLANG_RING_WORLD = 4
+SGLANG_RING_ENV = {'NCCL_SWITCHLESS_RING_ONLY': '1', 'NCCL_ALGO': 'Ring', 'NCCL_NET': 'IB', 'NCCL_IB_DISABLE': '0',
+                   'NCCL_IB_SUBNET_AWARE_ROUTING': '1', 'NCCL_SOCKET_IFNAME': '{bootstrap_interface}',
+                   'GLOO_SOCKET_IFNAME': '{bootstrap_interface}', 'NCCL_IB_HCA': '{rdma_devices}'}
+# What boot.py (the SGLang overlay image's entry point) must be given on every rank to build its sglang.launch_server
+# line (1890peachypeachy/DeepSeek-v4.1-Flash-DGX-Sparks boot.py @79f656a: NNODES, NODE_RANK, TP_SIZE, EP_SIZE,
+# DIST_INIT_ADDR "required when NNODES>1").
+SGLANG_ENV = {'NODE_RANK': '{rank}', 'NNODES': '{world}', 'TP_SIZE': '{world}', 'EP_SIZE': '{world}',
+              'DIST_INIT_ADDR': '{master}:{rendezvous_port}'}
+# Two NCCL runtimes abort DeepEP (MiaAI docs/switchless-ring.md Pitfall 2): the patched one goes over the pip path.
+SGLANG_NO_LOADER_ENV = ('LD_LIBRARY_PATH', 'LD_PRELOAD')
 CAPACITY_MODELS = ('zig-pool', 'kv-per-token', 'token-pool', 'engine-admission')
 # TensorFold's Python engine (sfxnz run.sh @13a26f7: MAX_MTP_DRAFTS=5, "DSpark drafts at most 5 tokens a round").
 TFPY_MAX_MTP_DRAFTS = 5
@@ -71,6 +87,10 @@ PLACEHOLDERS = {
     'headless_args': 'nothing on rank 0, --headless on the other ranks (vLLM)',
     'kv_pool_bytes': 'serve.kv_pool_bytes (the pinned KV pool, bytes)',
     'mtp_drafts': 'serve.mtp_drafts (DSpark drafts a round, TensorFold Python engine)',
+    'max_total_tokens': 'serve.max_total_tokens (the pinned KV pool, tokens: SGLang)',
+    'node_address': "this node's management address (ansible_host unless sparkfold_management_address)",
+    'bootstrap_interface': "the interface of this node's management address (a ring's NCCL/Gloo bootstrap)",
+    'nccl_library': 'the NCCL library the fabric role checked on this node (fabric_nccl_library)',
 }
 
 # (path, type) of every field a recipe of a flavour must have; type None = any non-empty value.
@@ -88,9 +108,10 @@ _COMMON = [
     ('memory.oom_score_adjust', int),
     ('smoke.prompt', str), ('smoke.answer', str),
 ]
-# The fields of every container flavour (vllm-container, tfpy-container).
+# The separate Engram download of the EXL3 recipes (vllm-container, tfpy-container).
+_ENGRAM = [('engram.repo_id', str), ('engram.revision', str), ('engram.files', list)]
+# The fields of every container flavour (vllm-container, tfpy-container, sglang-container).
 _CONTAINER = [
-    ('engram.repo_id', str), ('engram.revision', str), ('engram.files', list),
     ('container.runtime', str), ('container.image.obtain', str), ('container.image.ref', str),
     ('container.entrypoint', str),
     ('container.options.network', str), ('container.options.ipc', str),
@@ -113,15 +134,23 @@ REQUIRED = {
         ('capacity.measured_bytes', int), ('capacity.measured_positions', int),
     ],
     'vllm-container': [
-        *_COMMON, *_CONTAINER,
+        *_COMMON, *_CONTAINER, *_ENGRAM,
         ('serve.kv_pool_bytes', int),
         ('capacity.kv_bytes_per_token', (int, float)), ('capacity.prefill_floor_gib', (int, float)),
     ],
     'tfpy-container': [
-        *_COMMON, *_CONTAINER,
+        *_COMMON, *_CONTAINER, *_ENGRAM,
         ('serve.mtp_drafts', int), ('memory.min_gate_gib', (int, float)), ('ready.models_path', str),
         ('ready.json', bool),
         ('container.api_key_env', str),
+    ],
+    'sglang-container': [
+        *_COMMON, *_CONTAINER,
+        ('fabric.topology', str), ('launch.env', dict),
+        ('serve.kv_pool_bytes', int), ('serve.max_total_tokens', int),
+        ('capacity.kv_bytes_per_token', (int, float)), ('capacity.prefill_floor_gib', (int, float)),
+        ('container.api_key_env', str),
+        ('container.nccl_overlay.source', str), ('container.nccl_overlay.target', str),
     ],
 }
 
@@ -201,6 +230,8 @@ def recipe_problems(recipe):
         problems.extend(_vllm_problems(recipe))
     if flavour == 'tfpy-container':
         problems.extend(_tfpy_problems(recipe))
+    if flavour == 'sglang-container':
+        problems.extend(_sglang_problems(recipe))
     serve = recipe['serve']
     for key in ('window', 'round_rows'):
         if key in serve and (not _is_type(serve[key], int) or serve[key] < 1):
@@ -209,7 +240,8 @@ def recipe_problems(recipe):
         problems.append(f"serve.window {serve['window']} is less than serve.context {serve['context']}: "
                         'the streams share the window, a request takes at most the context')
     templates = [recipe['launch'], recipe.get('inputs', {}), (recipe.get('kit') or {}).get('verify', []),
-                 [m.get('src') for m in (recipe.get('container') or {}).get('mounts') or [] if isinstance(m, dict)]]
+                 [m.get('src') for m in (recipe.get('container') or {}).get('mounts') or [] if isinstance(m, dict)],
+                 ((recipe.get('container') or {}).get('nccl_overlay') or {}).get('source', '')]
     unknown = sorted(_placeholders(templates) - set(PLACEHOLDERS))
     if unknown:
         names = ', '.join('{' + u + '}' for u in unknown)
@@ -342,6 +374,72 @@ def _tfpy_problems(recipe):
         problems.append('launch.follower.args must be launch.rank0.args without --rank, '
                         f"{', '.join(TFPY_RANK0_ONLY)} (rank 0 refuses a rank 1 started with other serve flags); "
                         f"they differ in {' '.join(extra) or 'their order'}")
+    return problems
+
+
+def _sglang_problems(recipe):
+    """SGLang's overlay image in containers (flavour sglang-container), as MiaAI-Lab/DeepSeek-v4.1-Flash-DGX-Sparks
+    start-tp4.sh @12b3148 starts it: every rank runs the image's boot.py with the launch in its environment."""
+    problems = []
+    if recipe['capacity']['model'] != 'kv-per-token':
+        problems.append(f"capacity.model must be kv-per-token for SGLang (a pinned pool of --max-total-tokens), "
+                        f"got '{recipe['capacity']['model']}'")
+    serve, capacity = recipe['serve'], recipe['capacity']
+    pool = serve['max_total_tokens'] * capacity['kv_bytes_per_token']
+    if abs(serve['kv_pool_bytes'] - pool) > 1:
+        problems.append(f"serve.kv_pool_bytes {serve['kv_pool_bytes']} is not serve.max_total_tokens "
+                        f"{serve['max_total_tokens']} x capacity.kv_bytes_per_token {capacity['kv_bytes_per_token']} "
+                        f"= {round(pool)}: the capacity check would size another pool than the engine pins")
+    if recipe['ready']['path'] != '/health':
+        problems.append(f"ready.path must be /health (boot.py and start.sh wait for it), got '{recipe['ready']['path']}'")
+    if recipe['container']['api_key_env'] != 'API_KEY':
+        problems.append("container.api_key_env must be API_KEY (boot.py reads it and passes --api-key), "
+                        f"got '{recipe['container']['api_key_env']}'")
+    launch = recipe['launch']
+    if [to_text(a) for a in launch['rank0']['args']] != [to_text(a) for a in launch['follower']['args']]:
+        problems.append('launch.follower.args must be launch.rank0.args: every rank runs the same entry point, '
+                        'the environment tells them apart')
+    envs = {rank: {**launch['env'], **launch[rank]['env']} for rank in ('rank0', 'follower')}
+    for rank, env in envs.items():
+        for key, want in SGLANG_ENV.items():
+            if to_text(env.get(key, '')) != want:
+                problems.append(f'launch env of {rank} must set {key}={want} (boot.py builds --tp, --ep-size, '
+                                f"--nnodes, --node-rank, --dist-init-addr from it), got '{to_text(env.get(key, ''))}'")
+        for key in SGLANG_NO_LOADER_ENV:
+            if key in env:
+                problems.append(f'launch env of {rank} sets {key}: the patched NCCL goes over the image\'s pip NCCL '
+                                '(container.nccl_overlay), a second NCCL runtime makes DeepEP abort')
+    topology = recipe['fabric']['topology']
+    if topology not in TOPOLOGIES:
+        problems.append(f"fabric.topology must be one of {', '.join(TOPOLOGIES)}, got '{topology}'")
+    overlay = recipe['container']['nccl_overlay']
+    target = overlay['target']
+    if not target.startswith('/') or ':' in target or ':' in overlay['source']:
+        problems.append(f"container.nccl_overlay.target '{target}' must be an absolute path, and neither it nor the "
+                        'source may hold a colon (a bind mount)')
+    mounted = [m for m in recipe['container']['mounts'] if isinstance(m, dict) and m.get('dest') == target]
+    if not mounted or mounted[0].get('src') != overlay['source'] or mounted[0].get('mode', 'ro') != 'ro':
+        problems.append(f"container.mounts must bind {overlay['source']} over {target} read-only "
+                        '(container.nccl_overlay: the patched NCCL replaces the pip one)')
+    ring = topology == 'ring' or any(to_text(env.get('NCCL_SWITCHLESS_RING_ONLY', '0')) == '1' for env in envs.values())
+    if ring:
+        if topology != 'ring':
+            problems.append(f"fabric.topology must be ring when NCCL_SWITCHLESS_RING_ONLY=1, got '{topology}'")
+        if recipe['world'] != SGLANG_RING_WORLD:
+            problems.append(f"world must be {SGLANG_RING_WORLD} on a ring (\"Ring requires NNODES=TP_SIZE=EP_SIZE=4\"), "
+                            f"got {recipe['world']}")
+        if overlay['source'] != '{nccl_library}':
+            problems.append("container.nccl_overlay.source must be {nccl_library}: the library the fabric role "
+                            f"checked for the switchless patch, got '{overlay['source']}'")
+        for rank, env in envs.items():
+            for key, want in SGLANG_RING_ENV.items():
+                if to_text(env.get(key, '')) != want:
+                    problems.append(f"launch env of {rank} must set {key}={want} on a ring, "
+                                    f"got '{to_text(env.get(key, ''))}'")
+            low, high = to_text(env.get('NCCL_MIN_NCHANNELS', '')), to_text(env.get('NCCL_MAX_NCHANNELS', ''))
+            if not (low.isdigit() and high.isdigit() and 0 < int(low) <= int(high)):
+                problems.append(f'launch env of {rank} must set NCCL_MIN_NCHANNELS <= NCCL_MAX_NCHANNELS, both '
+                                f"positive, on a ring (a fixed channel count), got '{low}' and '{high}'")
     return problems
 
 

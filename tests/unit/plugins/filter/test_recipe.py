@@ -14,6 +14,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.sparkfold.cluster.plugins.filter.recipe import (
     PLACEHOLDERS,
     REQUIRED,
+    SGLANG_RING_ENV,
     FilterModule,
     container_run,
     recipe_check,
@@ -26,6 +27,7 @@ RECIPES = sorted((ROOT / 'roles' / 'recipe' / 'recipes').glob('*.yml'))
 TP2 = ROOT / 'roles' / 'recipe' / 'recipes' / 'dsv41-flash-tp2-zig.yml'
 VLLM = ROOT / 'roles' / 'recipe' / 'recipes' / 'dsv41-flash-tp2-vllm.yml'
 TFPY = ROOT / 'roles' / 'recipe' / 'recipes' / 'dsv41-flash-tp2-tfpy.yml'
+RING = ROOT / 'roles' / 'recipe' / 'recipes' / 'dsv41-flash-tp4-ring-sglang.yml'
 
 
 def load(path):
@@ -83,7 +85,7 @@ def test_consistency_rules():
 
 def test_unknown_flavour_and_bool_for_int():
     assert recipe_problems({'flavour': 'llama'}) == [
-        "flavour is 'llama', one of dsv41-zig, vllm-container, tfpy-container is needed"]
+        "flavour is 'llama', one of dsv41-zig, vllm-container, tfpy-container, sglang-container is needed"]
     recipe = load(TP2)
     recipe['world'] = True
     assert 'world must be a whole number, got True' in recipe_problems(recipe)
@@ -368,7 +370,7 @@ def test_tfpy_needs_no_vllm_only_field():
     (lambda r: r['capacity'].update(model='kv-per-token'),
      "capacity.model must be engine-admission or token-pool for TensorFold's Python engine, got 'kv-per-token'"),
     (lambda r: r['launch'].update(order='rank0_first'),
-     "launch.order must be one of followers_first, got 'rank0_first'"),
+     "launch.order must be one of followers_first, ascending, descending, got 'rank0_first'"),
     (lambda r: r['launch']['rank0']['args'].__setitem__(r['launch']['rank0']['args'].index('{mtp_drafts}'), '5'),
      'launch.rank0.args must pass --mtp-drafts {mtp_drafts}'),
     (lambda r: r['launch']['follower']['args'].__setitem__(r['launch']['follower']['args'].index('{rank}'), '0'),
@@ -406,3 +408,130 @@ def test_tfpy_recipe_follows_run_sh():
     assert head[head.index('--rank') + 2:head.index('--host')] == worker[worker.index('--rank') + 2:]
     assert head[head.index('--host'):] == ['--host', '<host>', '--port', '<port>', '--max-tokens', '4096']
     assert '--no-thinking' in worker and worker[worker.index('--mtp-drafts') + 1] == '5'
+
+
+# ------------------------------------------------------------------ sglang-container (SGLang on the switchless ring)
+@pytest.mark.parametrize('field', [field for field, _types in REQUIRED['sglang-container']])
+def test_an_sglang_recipe_without_a_required_field_is_refused_naming_it(field):
+    recipe = load(RING)
+    node = recipe
+    parts = field.split('.')
+    for part in parts[:-1]:
+        node = node[part]
+    del node[parts[-1]]
+    with pytest.raises(AnsibleFilterError, match=re.escape(f'{field} is missing')):
+        recipe_check(recipe, 'dsv41-flash-tp4-ring-sglang')
+
+
+def test_sglang_needs_no_separate_engram_download():
+    recipe = load(RING)
+    assert 'engram' not in recipe and recipe_problems(recipe) == []
+
+
+def _env(name, value):
+    def change(r):
+        r['launch']['env'][name] = value
+    return change
+
+
+def _drop_env(name):
+    def change(r):
+        del r['launch']['env'][name]
+    return change
+
+
+@pytest.mark.parametrize(('change', 'problem'), [
+    (lambda r: r.update(world=3),
+     'world must be 4 on a ring ("Ring requires NNODES=TP_SIZE=EP_SIZE=4"), got 3'),
+    (_env('EP_SIZE', '2'), "launch env of rank0 must set EP_SIZE={world} (boot.py builds --tp, --ep-size, --nnodes, "
+                           "--node-rank, --dist-init-addr from it), got '2'"),
+    (_env('NNODES', '4'), "launch env of follower must set NNODES={world}"),
+    (_drop_env('DIST_INIT_ADDR'), "launch env of rank0 must set DIST_INIT_ADDR={master}:{rendezvous_port}"),
+    (lambda r: r['launch']['follower']['env'].update(NODE_RANK='1'), "launch env of follower must set NODE_RANK={rank}"),
+    (_env('NCCL_ALGO', 'Tree'), "launch env of rank0 must set NCCL_ALGO=Ring on a ring, got 'Tree'"),
+    (_env('NCCL_NET', 'Socket'), "launch env of follower must set NCCL_NET=IB on a ring, got 'Socket'"),
+    (_env('NCCL_IB_DISABLE', '1'), "must set NCCL_IB_DISABLE=0 on a ring"),
+    (_env('NCCL_SOCKET_IFNAME', '{fabric_interface}'),
+     "must set NCCL_SOCKET_IFNAME={bootstrap_interface} on a ring, got '{fabric_interface}'"),
+    (_drop_env('GLOO_SOCKET_IFNAME'), "must set GLOO_SOCKET_IFNAME={bootstrap_interface} on a ring, got ''"),
+    (_env('NCCL_IB_HCA', '{fabric_hca}'), "must set NCCL_IB_HCA={rdma_devices} on a ring"),
+    (_drop_env('NCCL_SWITCHLESS_RING_ONLY'), "must set NCCL_SWITCHLESS_RING_ONLY=1 on a ring"),
+    (_env('NCCL_MIN_NCHANNELS', '8'), "must set NCCL_MIN_NCHANNELS <= NCCL_MAX_NCHANNELS, both positive, on a ring "
+                                      "(a fixed channel count), got '8' and '4'"),
+    (_env('LD_LIBRARY_PATH', '/nccl'), "launch env of rank0 sets LD_LIBRARY_PATH: the patched NCCL goes over the "
+                                       "image's pip NCCL (container.nccl_overlay)"),
+    (lambda r: r['launch']['follower']['env'].update(LD_PRELOAD='/nccl/libnccl.so.2'), 'launch env of follower sets LD_PRELOAD'),
+    (lambda r: r['container'].update(mounts=r['container']['mounts'][:1]),
+     'container.mounts must bind {nccl_library} over /opt/sglang/lib/python3.12/site-packages/nvidia/nccl/lib/'
+     'libnccl.so.2 read-only'),
+    (lambda r: r['container']['mounts'][1].update(mode='rw'), 'container.mounts must bind {nccl_library} over'),
+    (lambda r: r['container']['nccl_overlay'].update(target='opt/libnccl.so.2'),
+     "container.nccl_overlay.target 'opt/libnccl.so.2' must be an absolute path"),
+    (lambda r: (r['container']['nccl_overlay'].update(source='/opt/nccl/libnccl.so.2'),
+                r['container']['mounts'][1].update(src='/opt/nccl/libnccl.so.2')),
+     "container.nccl_overlay.source must be {nccl_library}: the library the fabric role checked"),
+    (lambda r: r['fabric'].update(topology='switch'),
+     "fabric.topology must be ring when NCCL_SWITCHLESS_RING_ONLY=1, got 'switch'"),
+    (lambda r: r['fabric'].update(topology='mesh'), "fabric.topology must be one of pair, switch, ring, got 'mesh'"),
+    (lambda r: r['serve'].update(max_total_tokens=4000000),
+     'serve.kv_pool_bytes 13366000000 is not serve.max_total_tokens 4000000 x capacity.kv_bytes_per_token 1670.75 '
+     '= 6683000000'),
+    (lambda r: r['capacity'].update(model='token-pool'), "capacity.model must be kv-per-token for SGLang"),
+    (lambda r: r['ready'].update(path='/v1/models'), "ready.path must be /health"),
+    (lambda r: r['container'].update(api_key_env='VLLM_API_KEY'), "container.api_key_env must be API_KEY"),
+    (lambda r: r['launch']['follower'].update(args=['-u', '/opt/dsv41/boot.py', 'health']),
+     'launch.follower.args must be launch.rank0.args'),
+    (lambda r: r['launch'].update(order='rank0_first'),
+     "launch.order must be one of followers_first, ascending, descending, got 'rank0_first'"),
+    (lambda r: r['launch']['env'].update(NCCL_IB_HCA='{rdma_device}'), 'name unknown placeholders: {rdma_device}'),
+])
+def test_sglang_rules_name_what_is_wrong(change, problem):
+    recipe = load(RING)
+    change(recipe)
+    problems = recipe_problems(recipe)
+    assert any(problem in p for p in problems), problems
+    with pytest.raises(AnsibleFilterError, match=re.escape(problem)):
+        recipe_check(recipe)
+
+
+def test_sglang_switched_fabric_needs_no_ring_settings():
+    """Off the ring (NCCL_SWITCHLESS_RING_ONLY unset) start.sh injects none of the ring settings."""
+    recipe = load(RING)
+    recipe['fabric']['topology'] = 'switch'
+    for key in ('NCCL_SWITCHLESS_RING_ONLY', 'NCCL_ALGO', 'NCCL_MIN_NCHANNELS', 'NCCL_SKIP_TREE_CONNECT'):
+        del recipe['launch']['env'][key]
+    recipe['launch']['env']['NCCL_SOCKET_IFNAME'] = '{fabric_interface}'
+    recipe['world'] = 2
+    assert recipe_problems(recipe) == []
+
+
+def test_ring_recipe_follows_start_tp4_sh():
+    """start.sh @e098520 + .env.tp4.example @12b3148 + files/nccl.sh: the environment boot.py reads, on every rank."""
+    r = load(RING)
+    assert r['world'] == 4 and r['fabric']['topology'] == 'ring'
+    assert r['launch']['order'] == 'ascending' and r['launch']['rendezvous_port'] == 20000
+    assert r['container']['entrypoint'] == 'python3'
+    assert r['launch']['rank0']['args'] == r['launch']['follower']['args'] == ['-u', '/opt/dsv41/boot.py', 'run']
+    env = r['launch']['env']
+    for key, want in SGLANG_RING_ENV.items():
+        assert env[key] == want
+    assert (env['NCCL_SKIP_TREE_CONNECT'], env['NCCL_IB_SUBNET_PREFIX_LEN'], env['NCCL_P2P_LEVEL']) == ('1', '24', 'SYS')
+    assert (env['NCCL_MIN_NCHANNELS'], env['NCCL_MAX_NCHANNELS']) == ('4', '4')
+    assert (env['MEM_FRACTION_STATIC'], env['CHUNKED_PREFILL_SIZE'], env['DSPARK_BLOCK_SIZE']) == ('0.80', '1024', '3')
+    assert r['serve']['context'] == 1048576 and r['serve']['parallel'] == 8 and r['serve']['max_total_tokens'] == 8000000
+    assert r['launch']['rank0']['env']['SKIP_SMOKE'] == '0' and r['launch']['follower']['env']['SKIP_SMOKE'] == '1'
+    overlay = r['container']['nccl_overlay']
+    assert overlay['target'] == '/opt/sglang/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2'
+    assert {'src': '{nccl_library}', 'dest': overlay['target'], 'mode': 'ro'} in r['container']['mounts']
+    assert not any(k in env for k in ('LD_LIBRARY_PATH', 'LD_PRELOAD'))
+    assert r['container']['image']['build']['base_digest'].endswith('3dbc313030a6ef2c5d7de8ecf48e9aece722694a82182cb618cc82b588816349')
+    assert (r['smoke']['prompt'], r['smoke']['answer']) == ('What is 19 + 23? Reply only with the number.', '42')
+    rendered = recipe_render(env, values(rank='3', world='4', master='192.168.1.11', rendezvous_port='20000'))
+    assert (rendered['NODE_RANK'], rendered['NNODES'], rendered['TP_SIZE']) == ('3', '4', '4')
+    assert rendered['DIST_INIT_ADDR'] == '192.168.1.11:20000'
+    run = container_run(dict(r['container'], options=dict(r['container']['options'], oom_score_adj=1000)),
+                        'sparkfold-engine-3', 'img:1', '/etc/e.env', r['launch']['follower']['args'],
+                        values=values(model_dir='/srv/models/dsv41', nccl_library='/opt/nccl/libnccl.so.2.30.7'))
+    assert '/opt/nccl/libnccl.so.2.30.7:' + overlay['target'] + ':ro' in run
+    assert run[-4:] == ['img:1', '-u', '/opt/dsv41/boot.py', 'run'] and '--privileged' in run
+    assert run[run.index('--entrypoint') + 1] == 'python3'
