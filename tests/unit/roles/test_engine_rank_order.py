@@ -1,0 +1,110 @@
+# Copyright: (c) 2026, sparkfold developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The order the engine_service role starts the ranks in (roles/engine_service/tasks/ranks.yml), by the recipe's
+launch.order: four local hosts, each holding one rank's unit directory, and a stand-in `systemctl` first on PATH that
+records every start (and answers `show` as systemd does for an inactive unit)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import stat
+import textwrap
+
+import pytest
+
+from tests.unit.playbook import REPO, run_playbook
+
+SYSTEMCTL = r'''#!/usr/bin/env python3
+import os, sys, time
+log = os.environ["FAKE_SYSTEMCTL_LOG"]
+args = [a for a in sys.argv[1:] if not a.startswith("--")]
+if args[:1] == ["show"]:
+    unit = args[1]
+    started = os.path.exists(log) and any(line.split()[2] == unit for line in open(log))
+    state = "active" if started else "inactive"
+    print(f"Id={unit}\nNames={unit}\nLoadState=loaded\nActiveState={state}\nSubState={'running' if started else 'dead'}"
+          f"\nUnitFileState=static\nMainPID=0\nExecMainPID=0")
+    sys.exit(0)
+if args[:1] in (["start"], ["restart"], ["stop"]):
+    began = time.time()
+    time.sleep(0.5)
+    with open(log, "a") as handle:
+        handle.write(f"{began:.6f} {time.time():.6f} {args[1]} {args[0]}\n")
+sys.exit(0)
+'''
+
+PLAYBOOK = '''
+- name: Start the ranks as the engine_service role does
+  hosts: sparks
+  gather_facts: false
+  vars:
+    recipe_spec: {launch: {order: "{{ rank_order }}"}}
+    recipe_world: 4
+    recipe_nodes: [spark-a, spark-b, spark-c, spark-d]
+    engine_service_unit_dir: "{{ units_root }}/{{ inventory_hostname }}"
+    engine_service_gate: "{{ gate }}"
+    engine_service_follower_watch_s: 0
+    engine_service_journal_lines: 1
+    engine_service_ranks_action: started
+  tasks:
+    - name: Run the role's rank tasks
+      ansible.builtin.include_tasks: "{{ ranks_yml }}"
+'''
+
+
+@pytest.fixture()
+def lab(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in (("systemctl", SYSTEMCTL), ("gate", "import sys\nsys.exit(0)\n"), ("journalctl", "#!/bin/sh\nexit 0\n")):
+        path = bin_dir / name
+        path.write_text(body)
+        path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    units = tmp_path / "units"
+    for rank, host in enumerate(("spark-a", "spark-b", "spark-c", "spark-d")):
+        (units / host / f"sparkfold-engine@{rank}.service.d").mkdir(parents=True)
+    (tmp_path / "hosts.yml").write_text(textwrap.dedent("""\
+        all:
+          children:
+            sparks:
+              hosts:
+                spark-a: {}
+                spark-b: {}
+                spark-c: {}
+                spark-d: {}
+              vars:
+                ansible_connection: local
+                ansible_python_interpreter: %s
+        """ % os.environ.get("SPARKFOLD_TEST_PYTHON", __import__("sys").executable)))
+    (tmp_path / "play.yml").write_text(PLAYBOOK)
+    return tmp_path, bin_dir, units
+
+
+def started(tmp_path, order):
+    tmp, bin_dir, units = tmp_path
+    log = tmp / "systemctl.log"
+    result = run_playbook(
+        tmp / "play.yml", tmp / "hosts.yml", tmp,
+        args=["-e", json.dumps({"rank_order": order, "units_root": str(units), "gate": str(bin_dir / "gate"),
+                                "ranks_yml": str(REPO / "roles" / "engine_service" / "tasks" / "ranks.yml")})],
+        env={"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_SYSTEMCTL_LOG": str(log)})
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    lines = sorted(line.split() for line in log.read_text().splitlines())
+    return [(float(began), float(ended), unit.split("@")[1].split(".")[0], action) for began, ended, unit, action in lines]
+
+
+@pytest.mark.parametrize(("order", "ranks"), [("descending", ["3", "2", "1", "0"]), ("ascending", ["1", "2", "3", "0"])])
+def test_followers_start_one_after_the_other_in_the_recipes_order_rank_0_last(lab, order, ranks):
+    starts = started(lab, order)
+    assert [rank for _b, _e, rank, action in starts if action == "start"] == ranks
+    # Strictly one after the other: each start begins after the one before it returned.
+    assert all(later[0] >= earlier[1] for earlier, later in zip(starts, starts[1:])), starts
+
+
+def test_followers_first_still_starts_every_follower_before_rank_0(lab):
+    starts = started(lab, "followers_first")
+    ranks = [rank for _b, _e, rank, action in starts if action == "start"]
+    assert sorted(ranks[:3]) == ["1", "2", "3"] and ranks[3] == "0"
+    assert starts[3][0] >= max(ended for _b, ended, _rank, _action in starts[:3])
