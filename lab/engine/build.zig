@@ -97,12 +97,14 @@ pub fn build(b: *std.Build) void {
     }
 
     // `zig build containers`: the personalities of the engines that run in containers (the lab's stand-in
-    // images run them): OUT/bin/vllm (`vllm serve`, the vLLM overlay recipe) and OUT/bin/tensorfold
-    // (`tensorfold serve --tp 2`, TensorFold's Python engine). Not part of `install native`.
-    const containers_step = b.step("containers", "Build the container engines' personalities: vllm and tensorfold (simulated)");
+    // images run them): OUT/bin/vllm (`vllm serve`, the vLLM overlay recipe), OUT/bin/tensorfold
+    // (`tensorfold serve --tp 2`, TensorFold's Python engine) and OUT/bin/sglang (the SGLang ring recipe's
+    // `python3 /opt/dsv41/boot.py run` and `python3 -m sglang.launch_server`). Not part of `install native`.
+    const containers_step = b.step("containers", "Build the container engines' personalities: vllm, tensorfold and sglang (simulated)");
     for ([_]struct { name: []const u8, root: []const u8 }{
         .{ .name = "vllm", .root = "src/vllm_serve.zig" },
         .{ .name = "tensorfold", .root = "src/tensorfold_py.zig" },
+        .{ .name = "sglang", .root = "src/sglang_serve.zig" },
     }) |bin| {
         const exe = b.addExecutable(.{
             .name = bin.name,

@@ -46,6 +46,8 @@ pub const Options = struct {
     abbrev: bool,
     /// vLLM's FlexibleArgumentParser: `--max_model_len` is `--max-model-len`
     underscores: bool = false,
+    /// a program with options only (SGLang's launch_server): a bare word is unrecognized, none is required
+    no_positional: bool = false,
 };
 
 pub const Parsed = struct {
@@ -152,7 +154,7 @@ pub fn parse(arena: Allocator, table: []const Opt, o: Options, args: []const []c
         const arg = args[i];
         if (std.mem.eql(u8, arg, "--help") or std.mem.eql(u8, arg, "-h")) return .help;
         if (!looksLikeOption(arg)) {
-            if (!have_positional) {
+            if (!have_positional and !o.no_positional) {
                 p.positional = arg;
                 have_positional = true;
             } else try unrecognized.append(arena, arg);
@@ -208,7 +210,7 @@ pub fn parse(arena: Allocator, table: []const Opt, o: Options, args: []const []c
             },
         }
     }
-    if (!have_positional) return .{ .bad = try std.fmt.allocPrint(arena, "the following arguments are required: {s}", .{o.positional}) };
+    if (!have_positional and !o.no_positional) return .{ .bad = try std.fmt.allocPrint(arena, "the following arguments are required: {s}", .{o.positional}) };
     if (unrecognized.items.len > 0)
         return .{ .bad = try std.fmt.allocPrint(arena, "unrecognized arguments: {s}", .{try std.mem.join(arena, " ", unrecognized.items)}) };
     return .{ .ok = p };
@@ -246,4 +248,8 @@ test "argparse's refusals and abbreviations" {
     const strict: Options = .{ .prog = "t", .positional = "model", .abbrev = false, .underscores = true };
     try testing.expectEqualStrings("unrecognized arguments: --mast h", (try parse(a, &table, strict, &.{ "/m", "--mast", "h" })).bad);
     try testing.expectEqualStrings("7", (try parse(a, &table, strict, &.{ "/m", "--master_port", "7" })).ok.get("--master-port").?);
+    // Options only (SGLang's launch_server): no positional is required, a bare word is unrecognized.
+    const options_only: Options = .{ .prog = "t", .positional = "", .abbrev = true, .no_positional = true };
+    try testing.expectEqualStrings("8", (try parse(a, &table, options_only, &.{ "--port", "8" })).ok.get("--port").?);
+    try testing.expectEqualStrings("unrecognized arguments: /m", (try parse(a, &table, options_only, &.{ "/m", "--port", "8" })).bad);
 }
