@@ -391,7 +391,8 @@ def _sglang_problems(recipe):
                         f"{serve['max_total_tokens']} x capacity.kv_bytes_per_token {capacity['kv_bytes_per_token']} "
                         f"= {round(pool)}: the capacity check would size another pool than the engine pins")
     if recipe['ready']['path'] != '/health':
-        problems.append(f"ready.path must be /health (boot.py and start.sh wait for it), got '{recipe['ready']['path']}'")
+        problems.append(f"ready.path must be /health (boot.py and start.sh wait for it), "
+                        f"got '{recipe['ready']['path']}'")
     if recipe['container']['api_key_env'] != 'API_KEY':
         problems.append("container.api_key_env must be API_KEY (boot.py reads it and passes --api-key), "
                         f"got '{recipe['container']['api_key_env']}'")
@@ -426,8 +427,8 @@ def _sglang_problems(recipe):
         if topology != 'ring':
             problems.append(f"fabric.topology must be ring when NCCL_SWITCHLESS_RING_ONLY=1, got '{topology}'")
         if recipe['world'] != SGLANG_RING_WORLD:
-            problems.append(f"world must be {SGLANG_RING_WORLD} on a ring (\"Ring requires NNODES=TP_SIZE=EP_SIZE=4\"), "
-                            f"got {recipe['world']}")
+            problems.append(f"world must be {SGLANG_RING_WORLD} on a ring "
+                            f"(\"Ring requires NNODES=TP_SIZE=EP_SIZE=4\"), got {recipe['world']}")
         if overlay['source'] != '{nccl_library}':
             problems.append("container.nccl_overlay.source must be {nccl_library}: the library the fabric role "
                             f"checked for the switchless patch, got '{overlay['source']}'")

@@ -21,7 +21,8 @@ from ansible_collections.sparkfold.cluster.plugins.filter.recipe import recipe_r
 
 from tests.labengine import ENGINE, HOST, SERVE_FAST, build, free_port, make_model, request, stop_procs, wait_until
 
-RECIPE = pathlib.Path(__file__).resolve().parents[3] / 'roles' / 'recipe' / 'recipes' / 'dsv41-flash-tp4-ring-sglang.yml'
+RECIPES = pathlib.Path(__file__).resolve().parents[3] / 'roles' / 'recipe' / 'recipes'
+RECIPE = RECIPES / 'dsv41-flash-tp4-ring-sglang.yml'
 FAST = {**SERVE_FAST, 'SIM_RENDEZVOUS_TIMEOUT_S': '5'}
 
 

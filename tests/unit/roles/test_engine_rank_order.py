@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 import os
-import pathlib
 import stat
+import sys
 import textwrap
 
 import pytest
@@ -58,26 +58,28 @@ PLAYBOOK = '''
 def lab(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name, body in (("systemctl", SYSTEMCTL), ("gate", "import sys\nsys.exit(0)\n"), ("journalctl", "#!/bin/sh\nexit 0\n")):
+    stand_ins = (("systemctl", SYSTEMCTL), ("gate", "import sys\nsys.exit(0)\n"), ("journalctl", "#!/bin/sh\nexit 0\n"))
+    for name, body in stand_ins:
         path = bin_dir / name
         path.write_text(body)
         path.chmod(path.stat().st_mode | stat.S_IXUSR)
     units = tmp_path / "units"
     for rank, host in enumerate(("spark-a", "spark-b", "spark-c", "spark-d")):
         (units / host / f"sparkfold-engine@{rank}.service.d").mkdir(parents=True)
-    (tmp_path / "hosts.yml").write_text(textwrap.dedent("""\
+    python = os.environ.get("SPARKFOLD_TEST_PYTHON", sys.executable)
+    (tmp_path / "hosts.yml").write_text(textwrap.dedent(f"""\
         all:
           children:
             sparks:
               hosts:
-                spark-a: {}
-                spark-b: {}
-                spark-c: {}
-                spark-d: {}
+                spark-a: {{}}
+                spark-b: {{}}
+                spark-c: {{}}
+                spark-d: {{}}
               vars:
                 ansible_connection: local
-                ansible_python_interpreter: %s
-        """ % os.environ.get("SPARKFOLD_TEST_PYTHON", __import__("sys").executable)))
+                ansible_python_interpreter: {python}
+        """))
     (tmp_path / "play.yml").write_text(PLAYBOOK)
     return tmp_path, bin_dir, units
 
@@ -92,10 +94,12 @@ def started(tmp_path, order):
         env={"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_SYSTEMCTL_LOG": str(log)})
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
     lines = sorted(line.split() for line in log.read_text().splitlines())
-    return [(float(began), float(ended), unit.split("@")[1].split(".")[0], action) for began, ended, unit, action in lines]
+    return [(float(began), float(ended), unit.split("@")[1].split(".")[0], action)
+            for began, ended, unit, action in lines]
 
 
-@pytest.mark.parametrize(("order", "ranks"), [("descending", ["3", "2", "1", "0"]), ("ascending", ["1", "2", "3", "0"])])
+@pytest.mark.parametrize(("order", "ranks"), [("descending", ["3", "2", "1", "0"]),
+                                              ("ascending", ["1", "2", "3", "0"])])
 def test_followers_start_one_after_the_other_in_the_recipes_order_rank_0_last(lab, order, ranks):
     starts = started(lab, order)
     assert [rank for _b, _e, rank, action in starts if action == "start"] == ranks

@@ -447,7 +447,8 @@ def _drop_env(name):
                            "--node-rank, --dist-init-addr from it), got '2'"),
     (_env('NNODES', '4'), "launch env of follower must set NNODES={world}"),
     (_drop_env('DIST_INIT_ADDR'), "launch env of rank0 must set DIST_INIT_ADDR={master}:{rendezvous_port}"),
-    (lambda r: r['launch']['follower']['env'].update(NODE_RANK='1'), "launch env of follower must set NODE_RANK={rank}"),
+    (lambda r: r['launch']['follower']['env'].update(NODE_RANK='1'),
+     "launch env of follower must set NODE_RANK={rank}"),
     (_env('NCCL_ALGO', 'Tree'), "launch env of rank0 must set NCCL_ALGO=Ring on a ring, got 'Tree'"),
     (_env('NCCL_NET', 'Socket'), "launch env of follower must set NCCL_NET=IB on a ring, got 'Socket'"),
     (_env('NCCL_IB_DISABLE', '1'), "must set NCCL_IB_DISABLE=0 on a ring"),
@@ -460,7 +461,8 @@ def _drop_env(name):
                                       "(a fixed channel count), got '8' and '4'"),
     (_env('LD_LIBRARY_PATH', '/nccl'), "launch env of rank0 sets LD_LIBRARY_PATH: the patched NCCL goes over the "
                                        "image's pip NCCL (container.nccl_overlay)"),
-    (lambda r: r['launch']['follower']['env'].update(LD_PRELOAD='/nccl/libnccl.so.2'), 'launch env of follower sets LD_PRELOAD'),
+    (lambda r: r['launch']['follower']['env'].update(LD_PRELOAD='/nccl/libnccl.so.2'),
+     'launch env of follower sets LD_PRELOAD'),
     (lambda r: r['container'].update(mounts=r['container']['mounts'][:1]),
      'container.mounts must bind {nccl_library} over /opt/sglang/lib/python3.12/site-packages/nvidia/nccl/lib/'
      'libnccl.so.2 read-only'),
@@ -515,16 +517,19 @@ def test_ring_recipe_follows_start_tp4_sh():
     env = r['launch']['env']
     for key, want in SGLANG_RING_ENV.items():
         assert env[key] == want
-    assert (env['NCCL_SKIP_TREE_CONNECT'], env['NCCL_IB_SUBNET_PREFIX_LEN'], env['NCCL_P2P_LEVEL']) == ('1', '24', 'SYS')
+    ring_only = (env['NCCL_SKIP_TREE_CONNECT'], env['NCCL_IB_SUBNET_PREFIX_LEN'], env['NCCL_P2P_LEVEL'])
+    assert ring_only == ('1', '24', 'SYS')
     assert (env['NCCL_MIN_NCHANNELS'], env['NCCL_MAX_NCHANNELS']) == ('4', '4')
     assert (env['MEM_FRACTION_STATIC'], env['CHUNKED_PREFILL_SIZE'], env['DSPARK_BLOCK_SIZE']) == ('0.80', '1024', '3')
-    assert r['serve']['context'] == 1048576 and r['serve']['parallel'] == 8 and r['serve']['max_total_tokens'] == 8000000
+    serve = r['serve']
+    assert serve['context'] == 1048576 and serve['parallel'] == 8 and serve['max_total_tokens'] == 8000000
     assert r['launch']['rank0']['env']['SKIP_SMOKE'] == '0' and r['launch']['follower']['env']['SKIP_SMOKE'] == '1'
     overlay = r['container']['nccl_overlay']
     assert overlay['target'] == '/opt/sglang/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2'
     assert {'src': '{nccl_library}', 'dest': overlay['target'], 'mode': 'ro'} in r['container']['mounts']
     assert not any(k in env for k in ('LD_LIBRARY_PATH', 'LD_PRELOAD'))
-    assert r['container']['image']['build']['base_digest'].endswith('3dbc313030a6ef2c5d7de8ecf48e9aece722694a82182cb618cc82b588816349')
+    base = r['container']['image']['build']['base_digest']
+    assert base == 'sha256:3dbc313030a6ef2c5d7de8ecf48e9aece722694a82182cb618cc82b588816349'
     assert (r['smoke']['prompt'], r['smoke']['answer']) == ('What is 19 + 23? Reply only with the number.', '42')
     rendered = recipe_render(env, values(rank='3', world='4', master='192.168.1.11', rendezvous_port='20000'))
     assert (rendered['NODE_RANK'], rendered['NNODES'], rendered['TP_SIZE']) == ('3', '4', '4')
