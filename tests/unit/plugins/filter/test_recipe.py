@@ -196,7 +196,7 @@ def test_tp4_recipe_renders_the_launch_of_its_serve_script():
     # every rank gets ENGINE_ENV and the link's devices (serve.sh's rank() for ranks 3, 2, 1)
     follower_env = recipe_render(r['launch']['env'], tp4_values(3))
     assert follower_env['TF_DS_WINDOW'] == '2097152' and follower_env['TF_RDMA_DEVICES'] == '$RDMA_HCA'
-    assert r['world'] == 4 and r['launch']['order'] == 'followers_first'
+    assert r['world'] == 4 and r['launch']['order'] == 'descending'  # serve.sh: for g in 3 2 1
     assert r['engine']['commit'] == '59402086381a42c74d53053443224eec2790b4c5'
     assert recipe_render(r['inputs']['args'], tp4_values(2)) == ['/model', '<inputs_dir>', '2']
     assert recipe_render(r['kit']['verify'], tp4_values(0)) == ['verify_kit.sh', '/model']
