@@ -39,3 +39,18 @@ def test_the_ring_recipe_wants_a_ring(tmp_path, extra, ok):
         assert result.returncode != 0
         assert ("The inventory does not fit recipe 'dsv41-flash-tp4-ring-sglang': spark-a is not cabled as the "
                 "recipe needs: set fabric_topology: ring") in ' '.join(result.stdout.split()).replace("''", "'")
+
+
+def test_a_node_without_fabric_rails_is_named(tmp_path):
+    # the message once printed a literal "\1" where the host's name belongs
+    (tmp_path / 'play.yml').write_text(PLAYBOOK)
+    (tmp_path / 'hosts.yml').write_text(
+        'sparks:\n  children:\n    head: {hosts: {spark-a: {}}}\n    workers: {hosts: {spark-b: {}}}\n'
+        '  vars: {recipe_name: dsv41-flash-tp2-zig}\n'
+    )
+    variables = {'ansible_connection': 'local', 'ansible_python_interpreter': sys.executable}
+    result = run_playbook(tmp_path / 'play.yml', tmp_path / 'hosts.yml', tmp_path, args=['-e', json.dumps(variables)])
+    assert result.returncode != 0
+    text = ' '.join(result.stdout.split())
+    assert "spark-a has no fabric_rails (the fabric role plans the ranks' addresses from them)" in text, text[-2000:]
+    assert '\\1' not in text
