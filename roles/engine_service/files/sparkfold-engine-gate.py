@@ -12,6 +12,9 @@ Run with python3 (the units call /usr/bin/python3 <engine_service_gate> ...):
   sparkfold-engine-gate watch UNIT --seconds N
                                  after a follower started: fail at once if it stops or restarts
                                  within N seconds (a follower that refuses to start exits at once).
+  sparkfold-engine-gate stale --unit-dir DIR --inputs PATH...
+                                 print (JSON) the running ranks of this node that started before one of
+                                 PATH last changed (a run changed it, then stopped before the restart).
 
 Settings come from the environment (the unit's EnvironmentFile=/etc/sparkfold/engine.env) or
 the command line; the command line wins:
@@ -205,6 +208,63 @@ def watch_gate(unit, seconds, interval_s):
         time.sleep(interval_s)
 
 
+def rank_units(unit_dir):
+    """The sparkfold-engine@<rank>.service units the role installed in unit_dir (one drop-in directory each)."""
+    names = []
+    for entry in sorted(os.listdir(unit_dir)):
+        if entry.startswith("sparkfold-engine@") and entry.endswith(".service.d"):
+            rank = entry[len("sparkfold-engine@"):-len(".service.d")]
+            if rank.isdigit():
+                names.append(entry[: -len(".d")])
+    return names
+
+
+def stale_ranks(unit_dir, inputs):
+    """The running ranks that started before an input changed, with the inputs newer than their start.
+
+    A rank's start is systemd's ActiveEnterTimestampMonotonic (microseconds of CLOCK_MONOTONIC, turned into
+    the epoch here: whole seconds would call a rank started in the same second as its input stale); an input's
+    change is its lstat mtime (a link re-pointed counts, its target's age does not); a directory counts for the
+    files in it (one level), and each rank's drop-in directory is an input of that rank. Missing inputs are no
+    error: a node holds only some of them.
+    """
+
+    def mtimes(paths):
+        found = {}
+        for path in paths:
+            candidates = [path]
+            if os.path.isdir(path) and not os.path.islink(path):
+                candidates += [os.path.join(path, name) for name in sorted(os.listdir(path))]
+            for candidate in candidates:
+                try:
+                    found[candidate] = os.lstat(candidate).st_mtime
+                except FileNotFoundError:
+                    continue
+        return found
+
+    shared = mtimes(inputs)
+    stale = []
+    for unit in rank_units(unit_dir):
+        done = subprocess.run(
+            ["systemctl", "show", "--property=ActiveState,ActiveEnterTimestampMonotonic", unit],
+            capture_output=True, text=True, check=False,
+        )
+        if done.returncode != 0:
+            raise OSError(f"systemctl show {unit} failed: {done.stderr.strip()}")
+        state = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+        monotonic_us = state.get("ActiveEnterTimestampMonotonic", "")
+        if state.get("ActiveState") not in ("active", "activating", "reloading") or not monotonic_us.isdigit():
+            continue
+        if int(monotonic_us) == 0:
+            continue
+        started = time.time() - (time.monotonic() - int(monotonic_us) / 1e6)
+        changed = {**shared, **mtimes([os.path.join(unit_dir, unit + ".d")])}
+        newer = sorted(path for path, mtime in changed.items() if mtime > started)
+        if newer:
+            stale.append({"unit": unit, "started": round(started, 3), "newer": newer})
+    return stale
+
+
 def env_number(name, default=None):
     value = os.environ.get(name, "")
     if value == "":
@@ -233,7 +293,17 @@ def main(argv=None):
     watch.add_argument("unit")
     watch.add_argument("--seconds", type=float, default=5.0)
     watch.add_argument("--interval", type=float, default=0.5)
+    stale = sub.add_parser("stale", help="list the running ranks that started before an input changed")
+    stale.add_argument("--unit-dir", default="/etc/systemd/system")
+    stale.add_argument("--inputs", nargs="+", required=True)
     args = parser.parse_args(argv)
+    if args.gate == "stale":
+        try:
+            print(json.dumps({"stale": stale_ranks(args.unit_dir, args.inputs)}))
+        except OSError as exc:
+            log(str(exc))
+            return 2
+        return 0
     if args.gate == "watch":
         try:
             return watch_gate(args.unit, args.seconds, args.interval)

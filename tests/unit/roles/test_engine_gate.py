@@ -12,6 +12,7 @@ on PATH.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import pathlib
 import socket
@@ -250,3 +251,80 @@ def test_watch_fails_when_the_follower_restarts(gate, fake_systemctl):
     thread.start()
     assert gate.main(["watch", "sparkfold-engine@1.service", "--seconds", "3", "--interval", "0.05"]) == 1
     thread.join()
+
+
+# --- stale -----------------------------------------------------------------------------------
+
+
+def stale_node(tmp_path, fake_systemctl, started):
+    """A unit directory with ranks 0 and 1 of this node, the ranks active since `started` (epoch seconds), as
+    systemd says it: microseconds of CLOCK_MONOTONIC."""
+    units = tmp_path / "units"
+    for name in ("sparkfold-engine@0.service.d", "sparkfold-engine@1.service.d", "other.service.d"):
+        (units / name).mkdir(parents=True)
+    for name in ("sparkfold-engine@0.service.d", "sparkfold-engine@1.service.d"):
+        (units / name / "rank.conf").write_text("[Service]\n")
+        os.utime(units / name / "rank.conf", (started - 1, started - 1))
+        os.utime(units / name, (started - 1, started - 1))
+    monotonic_us = int((time.monotonic() - (time.time() - started)) * 1e6)
+    fake_systemctl.write_text(f"ActiveState=active\nActiveEnterTimestampMonotonic={monotonic_us}\n")
+    return units
+
+
+def test_stale_names_ranks_that_started_before_an_input_changed(gate, fake_systemctl, tmp_path, capsys):
+    # an interrupted run: engine.env and the build's `current` link changed after the ranks started
+    env = tmp_path / "engine.env"
+    env.write_text("A=1\n")
+    builds = tmp_path / "engine"
+    (builds / "b1").mkdir(parents=True)
+    (builds / "current").symlink_to("b1")
+    started = int(time.time()) - 100
+    os.utime(builds / "b1", (started - 500, started - 500))  # the target's age does not count, the link's does
+    units = stale_node(tmp_path, fake_systemctl, started)
+    assert gate.main(["stale", "--unit-dir", str(units), "--inputs", str(env), str(builds / "current"),
+                      str(tmp_path / "missing.env")]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [s["unit"] for s in out["stale"]] == ["sparkfold-engine@0.service", "sparkfold-engine@1.service"]
+    assert out["stale"][0]["newer"] == sorted([str(env), str(builds / "current")])
+
+
+def test_a_rank_started_a_fraction_of_a_second_after_its_input_is_not_stale(gate, fake_systemctl, tmp_path, capsys):
+    env = tmp_path / "engine.env"
+    env.write_text("A=1\n")
+    changed = int(time.time()) - 5 + 0.2
+    os.utime(env, (changed, changed))
+    units = stale_node(tmp_path, fake_systemctl, changed + 0.3)  # the same whole second, 0.3 s later
+    assert gate.main(["stale", "--unit-dir", str(units), "--inputs", str(env)]) == 0
+    assert json.loads(capsys.readouterr().out) == {"stale": []}
+
+
+def test_stale_is_empty_when_the_ranks_started_after_every_input(gate, fake_systemctl, tmp_path, capsys):
+    env = tmp_path / "engine.env"
+    env.write_text("A=1\n")
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    (inputs / "rank0of2.bin").write_text("x")
+    old = time.time() - 1000
+    for path in (env, inputs, inputs / "rank0of2.bin"):
+        os.utime(path, (old, old))
+    units = stale_node(tmp_path, fake_systemctl, int(time.time()) - 10)
+    assert gate.main(["stale", "--unit-dir", str(units), "--inputs", str(env), str(inputs)]) == 0
+    assert json.loads(capsys.readouterr().out) == {"stale": []}
+    # a rank's own drop-in, rewritten after it started
+    (units / "sparkfold-engine@1.service.d" / "rank.conf").write_text("[Service]\nExecStart=/new\n")
+    assert gate.main(["stale", "--unit-dir", str(units), "--inputs", str(env)]) == 0
+    assert [s["unit"] for s in json.loads(capsys.readouterr().out)["stale"]] == ["sparkfold-engine@1.service"]
+    (units / "sparkfold-engine@1.service.d" / "rank.conf").unlink()
+    # a file that changes in the inputs directory (one level down) makes the ranks stale
+    (inputs / "rank0of2.bin").write_text("y")
+    assert gate.main(["stale", "--unit-dir", str(units), "--inputs", str(env), str(inputs)]) == 0
+    assert json.loads(capsys.readouterr().out)["stale"][0]["newer"] == [str(inputs / "rank0of2.bin")]
+
+
+def test_stale_leaves_out_ranks_that_do_not_run(gate, fake_systemctl, tmp_path, capsys):
+    env = tmp_path / "engine.env"
+    env.write_text("A=1\n")
+    units = stale_node(tmp_path, fake_systemctl, time.time())
+    fake_systemctl.write_text("ActiveState=inactive\nActiveEnterTimestampMonotonic=0\n")
+    assert gate.main(["stale", "--unit-dir", str(units), "--inputs", str(env)]) == 0
+    assert json.loads(capsys.readouterr().out) == {"stale": []}
