@@ -49,6 +49,7 @@ const std = @import("std");
 const common = @import("common.zig");
 const model = @import("model.zig");
 const fabric = @import("fabric.zig");
+const head = @import("head.zig");
 const http = @import("http.zig");
 const inputs = @import("inputs.zig");
 const argp = @import("argp.zig");
@@ -283,41 +284,22 @@ pub fn main(init: std.process.Init) !u8 {
         .value = digest,
         .what = "engine arguments (--tensor-parallel-size, --max-model-len, --kv-cache-memory-bytes, --block-size, --speculative-config, --hf-overrides, ...)",
     });
-    var rendezvous: fabric.Rendezvous = .{
+    return head.serve(.{
         .io = io,
-        .world = @intCast(nnodes),
-        .peers = undefined,
+        .arena = arena,
+        .gpa = init.gpa,
+        .env = env,
+        .cfg = cfg,
         .fatal = &fatal_state,
-        .grace_ms = @intFromFloat(env.float("SIM_FOLLOWER_GRACE_S", 5) * 1000),
+        .nnodes = nnodes,
+        .master = master,
+        .master_host = master_host,
+        .master_port = master_port,
+        .rendezvous_timeout_ms = rendezvous_timeout_ms,
         .expect = &expect,
-    };
-    rendezvous.peers = try arena.alloc(@TypeOf(rendezvous.peers[0]), @intCast(nnodes));
-    for (rendezvous.peers) |*peer| peer.* = .{};
-    if (nnodes > 1) {
-        rendezvous.start(master);
-        const started = common.nowMs(io);
-        while (rendezvous.joined() < nnodes - 1) {
-            if (common.nowMs(io) - started > rendezvous_timeout_ms) {
-                log("fatal: torch.distributed.DistStoreError: Timed out after {d} seconds waiting for clients. {d}/{d} clients joined. (start the --headless worker first: it joins {s}:{d})", .{
-                    @divTrunc(rendezvous_timeout_ms, 1000), rendezvous.joined() + 1, nnodes, master_host, master_port,
-                });
-                return 1;
-            }
-            common.sleepMs(io, 50);
-        }
-        log("all {d} worker node(s) joined", .{nnodes - 1});
-    }
-    const load_delay_ms: i64 = @intFromFloat(env.float("SIM_LOAD_DELAY_S", 2) * 1000);
-    log("loading weights (simulated: {d} ms)", .{load_delay_ms});
-    common.sleepMs(io, load_delay_ms);
-    if (fatal_state.isSet()) while (true) common.sleepMs(io, 1000);
-
-    var listener = http_address.listen(io, .{ .reuse_address = true }) catch |err| {
-        log("fatal: ERROR: [Errno 98] error while attempting to bind on address {f}: {t}", .{ http_address, err });
-        return 1;
-    };
-    var server: http.Server = .{ .io = io, .gpa = init.gpa, .cfg = cfg, .fatal = &fatal_state };
-    rendezvous.serving.store(true, .release);
-    log("Starting vLLM API server on http://{f}", .{http_address});
-    server.serve(&listener);
+        .http_address = http_address,
+        .workers_hint = "start the --headless worker first: it joins",
+        .ready_before = "Starting vLLM API server on ",
+        .ready_after = "",
+    });
 }

@@ -135,6 +135,7 @@ def test_rank_0_whose_workers_never_come_fails(sglang, node):
     proc = run(sglang, 0, model, nccl, free_port(), free_port(), env={'SIM_RENDEZVOUS_TIMEOUT_S': '1'})
     assert proc.returncode == 1
     assert 'DistStoreError: Timed out after 1 seconds waiting for clients. 1/4 clients joined.' in proc.stderr
+    assert '(start the workers first: they join 127.0.0.1:' in proc.stderr
 
 
 def test_a_worker_with_other_settings_is_refused_by_rank_0(sglang, node):
