@@ -45,16 +45,23 @@ def test_every_shipped_recipe_is_complete_and_named_after_its_file(path):
     assert recipe['name'] == path.stem
 
 
-@pytest.mark.parametrize('field', [field for field, _types in REQUIRED['dsv41-zig']])
-def test_a_recipe_without_a_required_field_is_refused_naming_it(field):
-    recipe = load(TP2)
+# Every flavour's required fields, each taken out of its shipped recipe in turn.
+FLAVOUR_RECIPES = {'dsv41-zig': TP2, 'vllm-container': VLLM, 'tfpy-container': TFPY, 'sglang-container': RING}
+
+
+@pytest.mark.parametrize(
+    ('flavour', 'field'),
+    [(flavour, field) for flavour in FLAVOUR_RECIPES for field, _types in REQUIRED[flavour]],
+)
+def test_a_recipe_without_a_required_field_is_refused_naming_it(flavour, field):
+    recipe = load(FLAVOUR_RECIPES[flavour])
     node = recipe
     parts = field.split('.')
     for part in parts[:-1]:
         node = node[part]
     del node[parts[-1]]
     with pytest.raises(AnsibleFilterError, match=re.escape(f'{field} is missing')):
-        recipe_check(recipe, 'dsv41-flash-tp2-zig')
+        recipe_check(recipe, FLAVOUR_RECIPES[flavour].stem)
 
 
 def test_every_problem_is_named_at_once():
@@ -215,18 +222,6 @@ def test_window_and_round_rows_are_checked():
 
 
 # ------------------------------------------------------------------ vllm-container (the vLLM overlay)
-@pytest.mark.parametrize('field', [field for field, _types in REQUIRED['vllm-container']])
-def test_a_container_recipe_without_a_required_field_is_refused_naming_it(field):
-    recipe = load(VLLM)
-    node = recipe
-    parts = field.split('.')
-    for part in parts[:-1]:
-        node = node[part]
-    del node[parts[-1]]
-    with pytest.raises(AnsibleFilterError, match=re.escape(f'{field} is missing')):
-        recipe_check(recipe, 'dsv41-flash-tp2-vllm')
-
-
 def test_container_rules_are_all_named_at_once():
     recipe = load(VLLM)
     container = recipe['container']
@@ -337,18 +332,6 @@ def test_no_shipped_recipe_holds_template_syntax(path):
 
 
 # ------------------------------------------------------------------ tfpy-container (TensorFold's Python engine)
-@pytest.mark.parametrize('field', [field for field, _types in REQUIRED['tfpy-container']])
-def test_a_tfpy_recipe_without_a_required_field_is_refused_naming_it(field):
-    recipe = load(TFPY)
-    node = recipe
-    parts = field.split('.')
-    for part in parts[:-1]:
-        node = node[part]
-    del node[parts[-1]]
-    with pytest.raises(AnsibleFilterError, match=re.escape(f'{field} is missing')):
-        recipe_check(recipe, 'dsv41-flash-tp2-tfpy')
-
-
 def test_tfpy_needs_no_vllm_only_field():
     recipe = load(TFPY)
     assert 'kv_pool_bytes' not in recipe['serve'] and 'kv_bytes_per_token' not in recipe['capacity']
@@ -411,18 +394,6 @@ def test_tfpy_recipe_follows_run_sh():
 
 
 # ------------------------------------------------------------------ sglang-container (SGLang on the switchless ring)
-@pytest.mark.parametrize('field', [field for field, _types in REQUIRED['sglang-container']])
-def test_an_sglang_recipe_without_a_required_field_is_refused_naming_it(field):
-    recipe = load(RING)
-    node = recipe
-    parts = field.split('.')
-    for part in parts[:-1]:
-        node = node[part]
-    del node[parts[-1]]
-    with pytest.raises(AnsibleFilterError, match=re.escape(f'{field} is missing')):
-        recipe_check(recipe, 'dsv41-flash-tp4-ring-sglang')
-
-
 def test_sglang_needs_no_separate_engram_download():
     recipe = load(RING)
     assert 'engram' not in recipe and recipe_problems(recipe) == []
