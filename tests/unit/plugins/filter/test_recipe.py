@@ -45,6 +45,15 @@ def test_every_shipped_recipe_is_complete_and_named_after_its_file(path):
     assert recipe['name'] == path.stem
 
 
+def assert_refused_naming(recipe, change, problem):
+    """A recipe changed by `change` is refused, and both recipe_problems and recipe_check name `problem`."""
+    change(recipe)
+    problems = recipe_problems(recipe)
+    assert any(problem in p for p in problems), problems
+    with pytest.raises(AnsibleFilterError, match=re.escape(problem)):
+        recipe_check(recipe)
+
+
 # Every flavour's required fields, each taken out of its shipped recipe in turn.
 FLAVOUR_RECIPES = {'dsv41-zig': TP2, 'vllm-container': VLLM, 'tfpy-container': TFPY, 'sglang-container': RING}
 
@@ -366,12 +375,7 @@ def test_tfpy_needs_no_vllm_only_field():
     (lambda r: r['launch']['follower']['args'].remove('--no-update-check'), 'they differ in --no-update-check'),
 ])
 def test_tfpy_rules_name_what_is_wrong(change, problem):
-    recipe = load(TFPY)
-    change(recipe)
-    problems = recipe_problems(recipe)
-    assert any(problem in p for p in problems), problems
-    with pytest.raises(AnsibleFilterError, match=re.escape(problem)):
-        recipe_check(recipe)
+    assert_refused_naming(load(TFPY), change, problem)
 
 
 def test_tfpy_recipe_follows_run_sh():
@@ -459,12 +463,7 @@ def _drop_env(name):
     (lambda r: r['launch']['env'].update(NCCL_IB_HCA='{rdma_device}'), 'name unknown placeholders: {rdma_device}'),
 ])
 def test_sglang_rules_name_what_is_wrong(change, problem):
-    recipe = load(RING)
-    change(recipe)
-    problems = recipe_problems(recipe)
-    assert any(problem in p for p in problems), problems
-    with pytest.raises(AnsibleFilterError, match=re.escape(problem)):
-        recipe_check(recipe)
+    assert_refused_naming(load(RING), change, problem)
 
 
 def test_sglang_switched_fabric_needs_no_ring_settings():
