@@ -33,6 +33,12 @@ options:
       - Largest file whose text is returned; a larger regular file fails the task (these are stamps and records).
     type: int
     default: 1048576
+  list_directories:
+    description:
+      - Also list each directory of O(paths) (not a link to one): RV(files[path].entries), what a
+        M(ansible.builtin.find) of it (not recursing) would find, in the same round trip.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -46,6 +52,7 @@ attributes:
 seealso:
   - module: ansible.builtin.slurp
   - module: ansible.builtin.stat
+  - module: ansible.builtin.find
 """
 
 EXAMPLES = r"""
@@ -95,6 +102,13 @@ files:
     content:
       description: For a regular file or a link to one, its text (UTF-8, undecodable bytes replaced).
       type: str
+    entries:
+      description:
+        - With O(list_directories), for a directory, what it holds (not recursing), sorted by name; each
+          C(name), C(path) (the directory's path joined with the name), C(type) (as RV(files[path].type), of
+          the entry itself) and C(mtime) (seconds since the epoch, of the entry itself).
+      type: list
+      elements: dict
   sample:
     /opt/sparkfold/engine/current:
       exists: true
@@ -122,7 +136,37 @@ def _name(lookup, number):
         return str(number)
 
 
-def read_one(path, max_bytes):
+def _kind(mode):
+    """The type word of a st_mode: file, directory, link or other."""
+    if stat.S_ISLNK(mode):
+        return "link"
+    if stat.S_ISDIR(mode):
+        return "directory"
+    if stat.S_ISREG(mode):
+        return "file"
+    return "other"
+
+
+def list_directory(path):
+    """What a directory holds, not recursing: (entries, problem) as read_one's."""
+    entries = []
+    try:
+        names = sorted(os.listdir(path))
+    except OSError as exc:
+        return None, f"{path}: {exc.strerror}"
+    for name in names:
+        child = os.path.join(path, name)
+        try:
+            info = os.lstat(child)
+        except FileNotFoundError:
+            continue  # gone between listing and looking: not there
+        except OSError as exc:
+            return None, f"{child}: {exc.strerror}"
+        entries.append({"name": name, "path": child, "type": _kind(info.st_mode), "mtime": info.st_mtime})
+    return entries, None
+
+
+def read_one(path, max_bytes, list_directories=False):
     """The entry of one path; (entry, problem) where problem is None or says why it cannot be read."""
     try:
         info = os.lstat(path)
@@ -144,6 +188,11 @@ def read_one(path, max_bytes):
             return entry, None  # a link to nothing: no content
     elif stat.S_ISDIR(info.st_mode):
         entry["type"] = "directory"
+        if list_directories:
+            entries, problem = list_directory(path)
+            if problem:
+                return None, problem
+            entry["entries"] = entries
     elif stat.S_ISREG(info.st_mode):
         entry["type"] = "file"
     else:
@@ -164,6 +213,7 @@ def main():
         argument_spec=dict(
             paths=dict(type="list", elements="str", required=True),
             max_bytes=dict(type="int", default=1048576),
+            list_directories=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
@@ -172,7 +222,7 @@ def main():
         module.fail_json(msg=f"paths must be absolute: {', '.join(relative)}")
     files, problems = {}, []
     for path in module.params["paths"]:
-        entry, problem = read_one(path, module.params["max_bytes"])
+        entry, problem = read_one(path, module.params["max_bytes"], module.params["list_directories"])
         if problem:
             problems.append(problem)
         else:

@@ -57,7 +57,8 @@ def test_a_converged_venv_skips_apt_pip_and_the_second_question_and_changes_noth
     assert proc.returncode == 0, proc.stdout[-4000:]
     for task in ("Install the packages the venv needs", PIP, "Ask the installed hf for its version"):
         assert _task(proc.stdout, task) == "skipping", task
-    assert _task(proc.stdout, "Link hf where non-interactive shells find it") == "ok"
+    # the first read has the link: one that points at the venv's hf is left alone
+    assert _task(proc.stdout, "Link hf where non-interactive shells find it") == "skipping"
     assert re.search(r"node\s+: ok=\d+\s+changed=0 ", proc.stdout), proc.stdout[-2000:]
 
 
@@ -76,3 +77,28 @@ def test_a_link_to_another_hf_runs_pip_and_is_repaired(tmp_path):
     proc = _run(tmp_path, {}, ["--check"])
     assert _task(proc.stdout, PIP) != "skipping", proc.stdout[-3000:]
     assert _task(proc.stdout, "Link hf where non-interactive shells find it") == "changed", proc.stdout[-3000:]
+
+
+TOKEN_WRITE = "Write the Hub token on the head (readable by root only)"
+
+
+def test_a_written_token_is_left_alone_and_a_changed_or_opened_one_is_written_again(tmp_path):
+    # The role writes root's 0600 token: these tests run as root (CI and the lab's controller).
+    _link(tmp_path)
+    token = tmp_path / "tokens" / "token"
+    extra = {"hf_cli_token": "hf_first0000000000000000000000000000", "hf_cli_token_file": str(token)}
+    proc = _run(tmp_path, extra)
+    assert _task(proc.stdout, TOKEN_WRITE) == "changed", proc.stdout[-3000:]
+    assert token.read_text() == extra["hf_cli_token"] + "\n" and token.stat().st_mode & 0o777 == 0o600
+    proc = _run(tmp_path, extra)
+    assert _task(proc.stdout, TOKEN_WRITE) == "skipping", proc.stdout[-3000:]
+    assert re.search(r"node\s+: ok=\d+\s+changed=0 ", proc.stdout), proc.stdout[-2000:]
+    token.chmod(0o644)
+    proc = _run(tmp_path, extra)
+    assert _task(proc.stdout, TOKEN_WRITE) == "changed", proc.stdout[-3000:]
+    assert token.stat().st_mode & 0o777 == 0o600
+    proc = _run(tmp_path, {**extra, "hf_cli_token": "hf_second000000000000000000000000000"})
+    assert _task(proc.stdout, TOKEN_WRITE) == "changed", proc.stdout[-3000:]
+    assert token.read_text() == "hf_second000000000000000000000000000\n"
+    # the token never reaches the output
+    assert "hf_second0000" not in proc.stdout

@@ -50,12 +50,14 @@ def _task(out, name):
     return re.search(rf"TASK \[sparkfold\.cluster\.zig : {re.escape(name)}\][^\n]*\n(\w+): ", out).group(1)
 
 
-def test_a_converged_wheel_skips_apt_and_pip_and_the_zig_is_still_asked(tmp_path):
+def test_a_converged_wheel_skips_apt_pip_the_link_and_a_second_question_and_the_version_is_checked(tmp_path):
     proc = _run(tmp_path, {})
     assert proc.returncode == 0, proc.stdout[-4000:]
-    for task in ("Install the packages the venv needs", PIP, "Find the zig binary inside the newly installed wheel"):
+    for task in ("Install the packages the venv needs", PIP, "Find the zig binary inside the newly installed wheel",
+                 "Link zig where non-interactive shells find it", "Ask the linked zig for its version"):
         assert _task(proc.stdout, task) == "skipping", task
-    assert _task(proc.stdout, "Ask the linked zig for its version") == "ok"
+    # the answer of the first read is the one checked
+    assert _task(proc.stdout, "Require exactly zig_version") == "ok"
     assert f"zig {RELEASE}" in proc.stdout
     assert re.search(r"node\s+: ok=\d+\s+changed=0 ", proc.stdout), proc.stdout[-2000:]
 
@@ -63,3 +65,16 @@ def test_a_converged_wheel_skips_apt_and_pip_and_the_zig_is_still_asked(tmp_path
 def test_another_wheel_version_runs_pip(tmp_path):
     proc = _run(tmp_path, {"zig_wheel_version": RELEASE + ".post99"}, ["--check"])
     assert _task(proc.stdout, PIP) != "skipping", proc.stdout[-3000:]
+
+
+def test_a_link_to_another_zig_is_repaired_and_asked_again(tmp_path):
+    fake = tmp_path / "other-zig"
+    fake.write_text("#!/bin/sh\necho 0.0.1\n")
+    fake.chmod(0o755)
+    (tmp_path / "zig").symlink_to(fake)
+    proc = _run(tmp_path, {})
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert _task(proc.stdout, "Link zig where non-interactive shells find it") == "changed", proc.stdout[-3000:]
+    assert _task(proc.stdout, "Ask the linked zig for its version") == "ok", proc.stdout[-3000:]
+    assert (tmp_path / "zig").resolve() == pathlib.Path(ziglang.__file__).resolve().parent / "zig"
+

@@ -80,3 +80,27 @@ def test_check_mode_reads_the_same(run, tmp_path):
     (tmp_path / "f").write_text("hello\n")
     kind, result, _warnings = run({"paths": [str(tmp_path / "f")], "_ansible_check_mode": True})
     assert (kind, result["files"][str(tmp_path / "f")]["content"]) == ("exit", "hello\n")
+
+
+def test_list_directories_lists_what_find_would_without_recursing(run, tmp_path):
+    builds = tmp_path / "engine"
+    (builds / "3f0c2a9e41b7d655" / "bin").mkdir(parents=True)
+    (builds / "aa00bb11cc22dd33").mkdir()
+    (builds / "current").symlink_to(builds / "3f0c2a9e41b7d655")
+    (builds / "notes.txt").write_text("x")
+    os.utime(builds / "aa00bb11cc22dd33", (1000, 1000))
+    kind, result, _warnings = run({"paths": [str(builds), str(builds / "current")], "list_directories": True})
+    assert kind == "exit"
+    entries = result["files"][str(builds)]["entries"]
+    assert [(e["name"], e["type"]) for e in entries] == [
+        ("3f0c2a9e41b7d655", "directory"),
+        ("aa00bb11cc22dd33", "directory"),
+        ("current", "link"),
+        ("notes.txt", "file"),
+    ]
+    assert entries[1]["path"] == str(builds / "aa00bb11cc22dd33") and entries[1]["mtime"] == 1000
+    # A link to a directory is read as a link, not listed.
+    assert "entries" not in result["files"][str(builds / "current")]
+    # Without the option nothing is listed (the entry is as before).
+    kind, result, _warnings = run({"paths": [str(builds)]})
+    assert "entries" not in result["files"][str(builds)]
