@@ -67,3 +67,22 @@ def test_a_wrong_variable_fails_short_and_named(tmp_path, role, extra_vars, expe
     assert "argument_spec_data" not in proc.stdout
     assert "caused by" not in proc.stdout + proc.stderr
     assert re.search(r"localhost\s+: ok=\d+\s+changed=0\s+unreachable=0\s+failed=1", proc.stdout), proc.stdout[-800:]
+
+
+def test_the_recipe_role_as_the_playbooks_import_it_fails_short_and_named(tmp_path):
+    # The playbooks import every role with rolespec_validate false; the recipe role has no common
+    # dependency (it runs in every play) and checks its variables when it loads the recipe.
+    (tmp_path / "inventory.yml").write_text(
+        "sparks:\n  hosts:\n    localhost:\n      ansible_connection: local\n"
+        f"      ansible_python_interpreter: {sys.executable}\n")
+    (tmp_path / "play.yml").write_text(
+        "- name: Bad input\n  hosts: sparks\n  gather_facts: false\n  tasks:\n"
+        "    - name: The recipe\n      ansible.builtin.import_role:\n        name: sparkfold.cluster.recipe\n"
+        "        rolespec_validate: false\n")
+    proc = run_playbook(tmp_path / "play.yml", tmp_path / "inventory.yml", tmp_path,
+                        ["-e", json.dumps({"recipe_overrides": 5})])
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
+    fatal = _fatal(proc)
+    expected = "sparkfold.cluster.recipe - argument 'recipe_overrides' is of type int"
+    assert fatal["msg"].startswith(expected), fatal["msg"]
+    assert "argument_spec_data" not in proc.stdout
