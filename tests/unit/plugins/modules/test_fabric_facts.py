@@ -51,7 +51,8 @@ def node(monkeypatch, tmp_path, fixtures_dir):
     state = Node()
     state.home = home
     state.calls = []
-    state.commands = {"ip": (0, json.dumps(IP_LINKS), ""), "ssh-keygen": (0, PUBLIC + " sparkfold-fabric@spark-a\n", "")}
+    state.commands = {"ip": (0, json.dumps(IP_LINKS), ""),
+                      "ssh-keygen": (0, PUBLIC + " sparkfold-fabric@spark-a\n", "")}
 
     def run_command(self, args, **_kwargs):
         state.calls.append(list(args))
@@ -179,4 +180,5 @@ def test_a_file_too_large_fails_naming_it(node, tmp_path):
     big.write_text("x" * 100)
     kind, result, _warnings = node.run({"paths": [str(big)], "max_bytes": 10})
     assert kind == "fail"
-    assert result["msg"] == f"cannot read {big} holds 100 bytes, more than max_bytes (10) (run as root, or check the files)"
+    assert result["msg"] == (f"cannot read {big} holds 100 bytes, more than max_bytes (10)"
+                             " (run as root, or check the files)")
