@@ -200,3 +200,92 @@ def test_a_ring_bootstraps_on_the_first_interface_in_ip_order_holding_the_manage
     assert bootstrap(fabric_bootstrap_interface="eth9", ansible_host="10.231.0.11", **ring) == "eth9"
     assert bootstrap(fabric_bootstrap_interface="", ansible_host="10.231.0.11", fabric_topology="pair",
                     fabric_read={"ip_links": live}) == ""
+
+
+# --- SSH: each write runs only when the read shows it would change something ----------------------------------
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMyMT4vBekf9ZqDK49KAf2230vYUnBg9Es/9MDUgxAFx"
+HOSTKEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIN4ovRQK5oSsIQ5u9Jis6fRVOTj8iDJLgVP+CuFcH2yP"
+
+
+def entry(content=None, mode="0600", owner="root", kind="file"):
+    found = {"exists": True, "type": kind, "mode": mode, "owner": owner, "group": "root"}
+    return found | ({"content": content} if content is not None else {})
+
+
+def ssh_read(**changes):
+    ssh = {"home": "/root", "dir": entry(mode="0700", kind="directory"), "key": entry(), "key_public": KEY,
+           "key_pub": entry(KEY + " sparkfold-fabric@spark-b\n"), "known_hosts": entry("", mode="0644"),
+           "authorized_keys": entry("")}
+    ssh.update(changes)
+    return {"ssh": ssh, "files": {"/etc/ssh/ssh_host_ed25519_key.pub": entry(HOSTKEY + " root@spark-b\n", "0644")}}
+
+
+def key_whole(read):
+    names = task("ssh.yml", "Name the fabric SSH key and this node's public keys for its peers")
+    variables = {"fabric_read": read, "fabric_ssh_user": "root"}
+    for name, expression in names["vars"].items():
+        variables[name] = evaluate(expression, **variables)
+    facts = names["ansible.builtin.set_fact"]
+    assert evaluate(facts["fabric_ssh_hostkey"], **variables) == HOSTKEY
+    return evaluate(facts["fabric_ssh_key_whole"], **variables)
+
+
+def test_a_whole_key_pair_is_left_alone():
+    assert key_whole(ssh_read()) is True
+
+
+@pytest.mark.parametrize("changes", [
+    {"key": {"exists": False, "type": "absent"}, "key_public": None},
+    {"key_pub": {"exists": False, "type": "absent"}},
+    {"key_public": None},                                                   # unreadable or protected
+    {"key_public": "ssh-rsa AAAAB3NzaC1yc2E"},                              # not ed25519
+    {"key_pub": entry("ssh-ed25519 AAAAother sparkfold-fabric@spark-b\n")},  # not the private key's half
+    {"key_pub": entry(KEY + " other@x\n")},                                 # another comment
+    {"key_pub": entry(KEY + "\n")},                                         # no comment
+    {"key": entry(mode="0644")},
+    {"key_pub": entry(KEY + " sparkfold-fabric@spark-b\n", mode="0644")},  # openssh_keypair gives both 0600
+    {"key": entry(owner="spark")},
+])
+def test_a_key_pair_openssh_keypair_would_change_is_handed_to_it(changes):
+    assert key_whole(ssh_read(**changes)) is False
+
+
+def peer_lines(read):
+    """Whether the authorized_key and known_hosts tasks run for spark-a, read as `read` on spark-b."""
+    peer = {"inventory_hostname": "spark-a", "fabric_ssh_pubkey": KEY, "fabric_ssh_hostkey": HOSTKEY,
+            "fabric_plan_result": fabric_plan(RAILS, 1)}
+    variables = {"fabric_read": read, "fabric_ssh_user": "root", "hostvars": {"spark-a": peer}, "item": "spark-a"}
+    authorize = task("ssh.yml", "Authorise each peer's fabric key, from its fabric addresses only")
+    for name, expression in authorize["vars"].items():
+        variables[name] = evaluate(expression, **variables)
+    runs = evaluate("{{ " + authorize["when"][1] + " }}", **variables)
+    pin = task("ssh.yml", "Pin each peer's host key for its fabric addresses")
+    pins = [evaluate("{{ " + pin["when"] + " }}", fabric_read=read, item=[peer, rail])
+            for rail in peer["fabric_plan_result"]]
+    return runs, pins
+
+
+def test_peer_keys_already_in_place_are_left_alone():
+    read = ssh_read(authorized_keys=entry(f'from="192.168.100.1,192.168.101.1" {KEY} sparkfold-fabric@spark-a\n'),
+                    known_hosts=entry(f"192.168.100.1 {HOSTKEY}\n192.168.101.1 {HOSTKEY}\n", mode="0644"))
+    assert peer_lines(read) == (False, [False, False])
+
+
+@pytest.mark.parametrize("authorized, runs", [
+    (f'from="192.168.100.1" {KEY} sparkfold-fabric@spark-a\n', True),              # from= not the plan's
+    (f'from="192.168.100.1,192.168.101.1" {KEY} other@x\n', True),                 # another comment
+    (f'{KEY} sparkfold-fabric@spark-a\n', True),                                    # no from=
+    ("", True),
+])
+def test_an_authorized_key_that_differs_is_handed_to_authorized_key(authorized, runs):
+    read = ssh_read(authorized_keys=entry(authorized),
+                    known_hosts=entry(f"192.168.100.1 {HOSTKEY}\n", mode="0644"))
+    assert peer_lines(read) == (runs, [False, True])
+
+
+def test_authorized_keys_with_the_wrong_mode_or_missing_is_handed_to_authorized_key():
+    line = f'from="192.168.100.1,192.168.101.1" {KEY} sparkfold-fabric@spark-a\n'
+    assert peer_lines(ssh_read(authorized_keys=entry(line, mode="0644")))[0] is True
+    assert peer_lines(ssh_read(authorized_keys={"exists": False, "type": "absent"}))[0] is True
+    assert peer_lines(ssh_read(known_hosts={"exists": False, "type": "absent"}))[1] == [True, True]
