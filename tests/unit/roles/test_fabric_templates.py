@@ -252,18 +252,17 @@ def test_a_key_pair_openssh_keypair_would_change_is_handed_to_it(changes):
 
 
 def peer_lines(read):
-    """Whether the authorized_key and known_hosts tasks run for spark-a, read as `read` on spark-b."""
+    """Whether the authorized_key and known_hosts tasks run for spark-a (and which addresses), read as `read`
+    on spark-b."""
     peer = {"inventory_hostname": "spark-a", "fabric_ssh_pubkey": KEY, "fabric_ssh_hostkey": HOSTKEY,
             "fabric_plan_result": fabric_plan(RAILS, 1)}
-    variables = {"fabric_read": read, "fabric_ssh_user": "root", "hostvars": {"spark-a": peer}, "item": "spark-a"}
+    variables = {"fabric_read": read, "fabric_ssh_user": "root", "hostvars": {"spark-a": peer},
+                 "fabric_peers": ["spark-a"]}
     authorize = task("ssh.yml", "Authorise each peer's fabric key, from its fabric addresses only")
-    for name, expression in authorize["vars"].items():
-        variables[name] = evaluate(expression, **variables)
-    runs = evaluate("{{ " + authorize["when"][1] + " }}", **variables)
+    runs = evaluate(authorize["vars"]["fabric__authorize"], **variables) == ["spark-a"]
     pin = task("ssh.yml", "Pin each peer's host key for its fabric addresses")
-    pins = [evaluate("{{ " + pin["when"] + " }}", fabric_read=read, item=[peer, rail])
-            for rail in peer["fabric_plan_result"]]
-    return runs, pins
+    pinned = [p["address"] for p in evaluate(pin["vars"]["fabric__pins"], **variables)]
+    return runs, [rail["address"] in pinned for rail in peer["fabric_plan_result"]]
 
 
 def test_peer_keys_already_in_place_are_left_alone():
@@ -289,3 +288,16 @@ def test_authorized_keys_with_the_wrong_mode_or_missing_is_handed_to_authorized_
     assert peer_lines(ssh_read(authorized_keys=entry(line, mode="0644")))[0] is True
     assert peer_lines(ssh_read(authorized_keys={"exists": False, "type": "absent"}))[0] is True
     assert peer_lines(ssh_read(known_hosts={"exists": False, "type": "absent"}))[1] == [True, True]
+
+
+def test_a_peer_without_a_key_yet_is_not_authorised_and_pins_carry_the_peer_host_key():
+    # check mode on a fresh peer: openssh_keypair made no key, so there is nothing to authorise yet
+    peer = {"fabric_ssh_pubkey": "", "fabric_ssh_hostkey": HOSTKEY, "fabric_plan_result": fabric_plan(RAILS, 1)}
+    variables = {"fabric_read": ssh_read(), "fabric_ssh_user": "root", "hostvars": {"spark-a": peer},
+                 "fabric_peers": ["spark-a"]}
+    authorize = task("ssh.yml", "Authorise each peer's fabric key, from its fabric addresses only")
+    assert evaluate(authorize["vars"]["fabric__authorize"], **variables) == []
+    pin = task("ssh.yml", "Pin each peer's host key for its fabric addresses")
+    assert evaluate(pin["vars"]["fabric__pins"], **variables) == [
+        {"peer": "spark-a", "address": "192.168.100.1", "hostkey": HOSTKEY},
+        {"peer": "spark-a", "address": "192.168.101.1", "hostkey": HOSTKEY}]
