@@ -32,6 +32,7 @@ MTU_MAX = 9216
 # '=' and '^' are NCCL_IB_HCA syntax and must not leak in from a device name.
 _RDMA_DEVICE_RE = re.compile(r'^[A-Za-z0-9_.-]+$')
 _INT_RE = re.compile(r'^[+-]?[0-9]+$')
+_OCTAL_MODE_RE = re.compile(r'^0[0-7]{3}$')
 
 _SPLIT_TWINS = 'one subnet on both twins breaks routing and NCCL'
 
@@ -643,6 +644,24 @@ def outside_rails(addresses, rails):
     return outside
 
 
+def fabric_file_differs(entry, content, owner, group, mode):
+    """Whether a file read by fabric_facts (an entry of its ``files``) differs from what the role writes.
+
+    True when it is missing or not a regular file, or when its text, owner, group or mode (four octal
+    digits, e.g. ``0644``) is not the one given: the write task then runs (and reports a change, with
+    its diff); False when the write would change nothing, so the task is left out.
+    """
+    if not isinstance(entry, dict):
+        raise AnsibleFilterError(f'fabric_file_differs: expected an entry of fabric_facts files, got {entry!r}')
+    if not entry.get('exists') or entry.get('type') != 'file':
+        return True
+    wanted_mode = to_text(mode)
+    if not _OCTAL_MODE_RE.match(wanted_mode):
+        raise AnsibleFilterError(f'fabric_file_differs: mode {mode!r} is not four octal digits such as 0644')
+    return (entry.get('content') != to_text(content) or entry.get('owner') != owner
+            or entry.get('group') != group or entry.get('mode') != wanted_mode)
+
+
 class FilterModule:
     """sparkfold fabric filters."""
 
@@ -658,4 +677,5 @@ class FilterModule:
             'fabric_links': fabric_links,
             'fabric_ring_cabling': fabric_ring_cabling,
             'weights_sources': weights_sources,
+            'fabric_file_differs': fabric_file_differs,
         }

@@ -61,9 +61,9 @@ def link(interface, mtu=9000, addresses=(), up=True):
 
 
 def drift(*stdouts):
-    results = [{"item": rail, "stdout": out} if out is not None else {"item": rail, "skipped": True}
-               for rail, out in zip(PLAN, stdouts)]
-    text = render("live_drift.j2", fabric_live_links={"results": results})
+    """live_drift.j2 over the rails present (None: the interface is missing, left to the input checks)."""
+    links = [{"rail": rail, "link": json.loads(out)[0]} for rail, out in zip(PLAN, stdouts) if out is not None]
+    text = render("live_drift.j2", fabric__links=links)
     return yaml.safe_load(text or "") or []
 
 
@@ -120,7 +120,184 @@ def test_ring_netplan_addresses_two_ports_and_leaves_the_second_views_unaddresse
 
 
 def test_an_address_on_a_second_view_is_drift_and_its_mtu_too():
-    results = [{"item": VIEWS[0], "stdout": link("enP2p1s0f0np0", mtu=1500, addresses=["10.10.9.3/24"])}]
-    found = yaml.safe_load(render("live_drift.j2", fabric_live_links={"results": results}) or "") or []
+    links = [{"rail": VIEWS[0], "link": json.loads(link("enP2p1s0f0np0", mtu=1500, addresses=["10.10.9.3/24"]))[0]}]
+    found = yaml.safe_load(render("live_drift.j2", fabric__links=links) or "") or []
     assert [item["fix"] for item in found] == ["ip link set dev enP2p1s0f0np0 mtu 9000",
                                                "ip addr del 10.10.9.3/24 dev enP2p1s0f0np0"]
+
+
+# --- expressions of the role's tasks, on what fabric_facts read ---------------------------------------------
+
+TASKS = TEMPLATES.parent / "tasks"
+
+
+def task(file, name):
+    """The task called NAME in roles/fabric/tasks/FILE."""
+    return next(t for t in yaml.safe_load((TASKS / file).read_text()) if t["name"] == name)
+
+
+def evaluate(expression, **variables):
+    variables.setdefault("inventory_hostname", "spark-b")
+    templar = Templar(loader=DataLoader(), variables=variables)
+    return templar.template(trust_as_template(expression))
+
+
+def ip_links(*entries):
+    return [json.loads(e)[0] for e in entries]
+
+
+def test_live_links_are_the_plan_interfaces_present_in_plan_order_whatever_ip_order():
+    compare = task("live.yml", "Compare the live rails with the plan")
+    live = ip_links(link("lo"), link("enP2p1s0f1np1", addresses=["192.168.101.2/24"]),
+                    link("enp1s0f1np1", mtu=1500, addresses=["192.168.100.2/24"]))
+    pairs = evaluate(compare["vars"]["fabric__links"], fabric_plan_result=PLAN, fabric_unaddressed_result=[],
+                     fabric_read={"ip_links": live},
+                     ansible_facts={"sparkfold_roce": {"netdevs": {"lo": {}, "enp1s0f1np1": {}, "enP2p1s0f1np1": {}}}})
+    assert [(p["rail"]["name"], p["link"]["ifname"]) for p in pairs] == [("rail0", "enp1s0f1np1"),
+                                                                          ("rail1", "enP2p1s0f1np1")]
+    # an interface sysfs does not list is left to the input checks (as the loop's `when` did)
+    pairs = evaluate(compare["vars"]["fabric__links"], fabric_plan_result=PLAN, fabric_unaddressed_result=VIEWS,
+                     fabric_read={"ip_links": live},
+                     ansible_facts={"sparkfold_roce": {"netdevs": {"enp1s0f1np1": {}}}})
+    assert [p["link"]["ifname"] for p in pairs] == ["enp1s0f1np1"]
+
+
+def test_an_interface_that_cannot_carry_the_mtu_is_an_input_problem():
+    collect = task("plan.yml", "Collect missing interfaces and those that cannot carry the fabric MTU")
+    small = json.loads(link("enp1s0f1np1", addresses=["192.168.100.2/24"]))[0] | {"max_mtu": 1500}
+    no_limit = {k: v for k, v in json.loads(link("enP2p1s0f1np1"))[0].items() if k != "max_mtu"}
+    variables = {"fabric_live_links": [small, no_limit], "fabric_mtu": 9000, "fabric_plan_result": PLAN,
+                 "fabric_unaddressed_result": [],
+                 "ansible_facts": {"sparkfold_roce": {"netdevs": {"enp1s0f1np1": {}, "enP2p1s0f1np1": {}}}},
+                 "fabric_read": {"files": {"/etc/ssh/ssh_host_ed25519_key.pub": {"exists": True, "type": "file"}}}}
+    variables["_fabric_mtu_problems"] = evaluate(collect["vars"]["_fabric_mtu_problems"], **variables)
+    assert evaluate(collect["ansible.builtin.set_fact"]["fabric_input_problems"], **variables) == [
+        "spark-b: interface enp1s0f1np1 carries at most MTU 1500, fabric_mtu is 9000"]
+    variables["fabric_read"]["files"]["/etc/ssh/ssh_host_ed25519_key.pub"] = {"exists": False, "type": "absent"}
+    variables["fabric_live_links"] = [no_limit]
+    variables["_fabric_mtu_problems"] = evaluate(collect["vars"]["_fabric_mtu_problems"], **variables)
+    assert evaluate(collect["ansible.builtin.set_fact"]["fabric_input_problems"], **variables) == [
+        "spark-b: /etc/ssh/ssh_host_ed25519_key.pub does not exist (the ed25519 host key of sshd, which the peers"
+        " pin for the fabric addresses; ssh-keygen -A makes it)"]
+
+
+def test_a_ring_bootstraps_on_the_first_interface_in_ip_order_holding_the_management_ipv4():
+    expression = task("env.yml", "Name the bootstrap interface")["ansible.builtin.set_fact"][
+        "fabric_bootstrap_interface_result"]
+
+    def bootstrap(**variables):
+        return (evaluate(expression, **variables) or "").strip()
+
+    live = [{"ifname": "lo", "addr_info": [{"family": "inet", "local": "127.0.0.1"}]},
+            {"ifname": "enP7s7", "addr_info": [{"family": "inet6", "local": "fd00::11"},
+                                               {"family": "inet", "local": "10.231.0.11"}]},
+            {"ifname": "wlP9s9", "addr_info": [{"family": "inet", "local": "10.231.0.11"}]},
+            {"ifname": "enp1s0f0np0"}]
+    ring = {"fabric_topology": "ring", "fabric_read": {"ip_links": live}}
+    assert bootstrap(fabric_bootstrap_interface="", ansible_host="10.231.0.11", **ring) == "enP7s7"
+    # only IPv4 counts (as `ip -4` read it): an IPv6 management address finds none, and the ring is refused
+    assert bootstrap(fabric_bootstrap_interface="", ansible_host="fd00::11", **ring) == ""
+    assert bootstrap(fabric_bootstrap_interface="eth9", ansible_host="10.231.0.11", **ring) == "eth9"
+    assert bootstrap(fabric_bootstrap_interface="", ansible_host="10.231.0.11", fabric_topology="pair",
+                    fabric_read={"ip_links": live}) == ""
+
+
+# --- SSH: each write runs only when the read shows it would change something ----------------------------------
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMyMT4vBekf9ZqDK49KAf2230vYUnBg9Es/9MDUgxAFx"
+HOSTKEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIN4ovRQK5oSsIQ5u9Jis6fRVOTj8iDJLgVP+CuFcH2yP"
+
+
+def entry(content=None, mode="0600", owner="root", kind="file"):
+    found = {"exists": True, "type": kind, "mode": mode, "owner": owner, "group": "root"}
+    return found | ({"content": content} if content is not None else {})
+
+
+def ssh_read(**changes):
+    ssh = {"home": "/root", "dir": entry(mode="0700", kind="directory"), "key": entry(), "key_public": KEY,
+           "key_pub": entry(KEY + " sparkfold-fabric@spark-b\n"), "known_hosts": entry("", mode="0644"),
+           "authorized_keys": entry("")}
+    ssh.update(changes)
+    return {"ssh": ssh, "files": {"/etc/ssh/ssh_host_ed25519_key.pub": entry(HOSTKEY + " root@spark-b\n", "0644")}}
+
+
+def key_whole(read):
+    names = task("ssh.yml", "Name the fabric SSH key and this node's public keys for its peers")
+    variables = {"fabric_read": read, "fabric_ssh_user": "root"}
+    for name, expression in names["vars"].items():
+        variables[name] = evaluate(expression, **variables)
+    facts = names["ansible.builtin.set_fact"]
+    assert evaluate(facts["fabric_ssh_hostkey"], **variables) == HOSTKEY
+    return evaluate(facts["fabric_ssh_key_whole"], **variables)
+
+
+def test_a_whole_key_pair_is_left_alone():
+    assert key_whole(ssh_read()) is True
+
+
+@pytest.mark.parametrize("changes", [
+    {"key": {"exists": False, "type": "absent"}, "key_public": None},
+    {"key_pub": {"exists": False, "type": "absent"}},
+    {"key_public": None},                                                   # unreadable or protected
+    {"key_public": "ssh-rsa AAAAB3NzaC1yc2E"},                              # not ed25519
+    {"key_pub": entry("ssh-ed25519 AAAAother sparkfold-fabric@spark-b\n")},  # not the private key's half
+    {"key_pub": entry(KEY + " other@x\n")},                                 # another comment
+    {"key_pub": entry(KEY + "\n")},                                         # no comment
+    {"key": entry(mode="0644")},
+    {"key_pub": entry(KEY + " sparkfold-fabric@spark-b\n", mode="0644")},  # openssh_keypair gives both 0600
+    {"key": entry(owner="spark")},
+])
+def test_a_key_pair_openssh_keypair_would_change_is_handed_to_it(changes):
+    assert key_whole(ssh_read(**changes)) is False
+
+
+def peer_lines(read):
+    """Whether the authorized_key and known_hosts tasks run for spark-a (and which addresses), read as `read`
+    on spark-b."""
+    peer = {"inventory_hostname": "spark-a", "fabric_ssh_pubkey": KEY, "fabric_ssh_hostkey": HOSTKEY,
+            "fabric_plan_result": fabric_plan(RAILS, 1)}
+    variables = {"fabric_read": read, "fabric_ssh_user": "root", "hostvars": {"spark-a": peer},
+                 "fabric_peers": ["spark-a"]}
+    authorize = task("ssh.yml", "Authorise each peer's fabric key, from its fabric addresses only")
+    runs = evaluate(authorize["vars"]["fabric__authorize"], **variables) == ["spark-a"]
+    pin = task("ssh.yml", "Pin each peer's host key for its fabric addresses")
+    pinned = [p["address"] for p in evaluate(pin["vars"]["fabric__pins"], **variables)]
+    return runs, [rail["address"] in pinned for rail in peer["fabric_plan_result"]]
+
+
+def test_peer_keys_already_in_place_are_left_alone():
+    read = ssh_read(authorized_keys=entry(f'from="192.168.100.1,192.168.101.1" {KEY} sparkfold-fabric@spark-a\n'),
+                    known_hosts=entry(f"192.168.100.1 {HOSTKEY}\n192.168.101.1 {HOSTKEY}\n", mode="0644"))
+    assert peer_lines(read) == (False, [False, False])
+
+
+@pytest.mark.parametrize("authorized, runs", [
+    (f'from="192.168.100.1" {KEY} sparkfold-fabric@spark-a\n', True),              # from= not the plan's
+    (f'from="192.168.100.1,192.168.101.1" {KEY} other@x\n', True),                 # another comment
+    (f'{KEY} sparkfold-fabric@spark-a\n', True),                                    # no from=
+    ("", True),
+])
+def test_an_authorized_key_that_differs_is_handed_to_authorized_key(authorized, runs):
+    read = ssh_read(authorized_keys=entry(authorized),
+                    known_hosts=entry(f"192.168.100.1 {HOSTKEY}\n", mode="0644"))
+    assert peer_lines(read) == (runs, [False, True])
+
+
+def test_authorized_keys_with_the_wrong_mode_or_missing_is_handed_to_authorized_key():
+    line = f'from="192.168.100.1,192.168.101.1" {KEY} sparkfold-fabric@spark-a\n'
+    assert peer_lines(ssh_read(authorized_keys=entry(line, mode="0644")))[0] is True
+    assert peer_lines(ssh_read(authorized_keys={"exists": False, "type": "absent"}))[0] is True
+    assert peer_lines(ssh_read(known_hosts={"exists": False, "type": "absent"}))[1] == [True, True]
+
+
+def test_a_peer_without_a_key_yet_is_not_authorised_and_pins_carry_the_peer_host_key():
+    # check mode on a fresh peer: openssh_keypair made no key, so there is nothing to authorise yet
+    peer = {"fabric_ssh_pubkey": "", "fabric_ssh_hostkey": HOSTKEY, "fabric_plan_result": fabric_plan(RAILS, 1)}
+    variables = {"fabric_read": ssh_read(), "fabric_ssh_user": "root", "hostvars": {"spark-a": peer},
+                 "fabric_peers": ["spark-a"]}
+    authorize = task("ssh.yml", "Authorise each peer's fabric key, from its fabric addresses only")
+    assert evaluate(authorize["vars"]["fabric__authorize"], **variables) == []
+    pin = task("ssh.yml", "Pin each peer's host key for its fabric addresses")
+    assert evaluate(pin["vars"]["fabric__pins"], **variables) == [
+        {"peer": "spark-a", "address": "192.168.100.1", "hostkey": HOSTKEY},
+        {"peer": "spark-a", "address": "192.168.101.1", "hostkey": HOSTKEY}]

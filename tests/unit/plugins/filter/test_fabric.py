@@ -66,6 +66,7 @@ def test_filters_are_registered():
         'fabric_links': fabric.fabric_links,
         'fabric_ring_cabling': fabric.fabric_ring_cabling,
         'weights_sources': fabric.weights_sources,
+        'fabric_file_differs': fabric.fabric_file_differs,
     }
 
 
@@ -606,3 +607,32 @@ def test_fabric_plan_problems_is_empty_when_fabric_plan_accepts():
 def test_fabric_plan_problems_without_names_uses_the_option_name():
     assert fabric.fabric_plan_problems(rails(), 1, mtu=100) == [
         'mtu: mtu 100 is outside 576..9216 (use 9000 on both ends of every rail)']
+
+
+# --- fabric_file_differs ---------------------------------------------------
+
+SAME = {'exists': True, 'type': 'file', 'mode': '0644', 'owner': 'root', 'group': 'root', 'content': 'A=1\n'}
+
+
+def test_fabric_file_differs_is_false_when_the_write_would_change_nothing():
+    assert fabric.fabric_file_differs(SAME, 'A=1\n', 'root', 'root', '0644') is False
+
+
+@pytest.mark.parametrize('entry', [
+    {'exists': False, 'type': 'absent'},
+    dict(SAME, type='directory'),
+    dict(SAME, content='A=1'),          # a newline lost counts
+    dict(SAME, content='A=2\n'),
+    dict(SAME, owner='spark'),
+    dict(SAME, group='adm'),
+    dict(SAME, mode='0600'),
+])
+def test_fabric_file_differs_on_any_difference_of_text_owner_group_or_mode(entry):
+    assert fabric.fabric_file_differs(entry, 'A=1\n', 'root', 'root', '0644') is True
+
+
+def test_fabric_file_differs_refuses_a_bad_mode_or_entry():
+    with pytest.raises(AnsibleFilterError, match='mode 644 is not four octal digits'):
+        fabric.fabric_file_differs(SAME, 'A=1\n', 'root', 'root', 644)
+    with pytest.raises(AnsibleFilterError, match='expected an entry of fabric_facts files'):
+        fabric.fabric_file_differs(None, 'A=1\n', 'root', 'root', '0644')
