@@ -155,7 +155,8 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
-SECRET_TEXT = "(the text of a secret file is not shown)\n"
+SECRET_BEFORE = "(the text of a secret file, not shown)\n"
+SECRET_AFTER = "(the new text of a secret file, not shown)\n"
 
 
 def _mode(value):
@@ -241,16 +242,16 @@ def diffs(entry):
     out = []
     item, path = entry["item"], entry["path"]
     if entry["content_changed"]:
-        def text(data):
+        def text(data, secret_text):
             if data is None:
                 return ""
-            return SECRET_TEXT if item["secret"] else data.decode("utf-8", errors="replace")
+            return secret_text if item["secret"] else data.decode("utf-8", errors="replace")
 
         out.append({
             "before_header": path if entry["before"] is not None else f"{path} (absent)",
             "after_header": f"{path} (absent)" if entry["absent"] else path,
-            "before": text(entry["before"]),
-            "after": "" if entry["absent"] else text(entry["after"]),
+            "before": text(entry["before"], SECRET_BEFORE),
+            "after": "" if entry["absent"] else text(entry["after"], SECRET_AFTER),
         })
     if entry["attributes_changed"]:
         before = {k: v for k, v in entry["before_attrs"].items() if v != entry["after_attrs"][k]}
