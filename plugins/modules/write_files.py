@@ -15,7 +15,7 @@ description:
   - For each of O(files), what M(ansible.builtin.copy) with C(content) does for one file - write the text when it
     differs, give the file the owner, group and mode asked for - or, with C(state=absent), what M(ansible.builtin.file)
     with C(state=absent) does; in one module run instead of one task per file (each task is a round trip to the node).
-    Render templates on the controller, e.g. C(content: "{{ lookup('ansible.builtin.template', 'unit.j2') }}").
+    Render templates on the controller, e.g. a C(content) of C("{{ lookup('ansible.builtin.template', 'unit.j2') }}").
   - Every file is checked first (an absolute path, a parent directory that exists, no directory or link in the way, an
     owner and group that exist); a problem fails the task before anything is written. Then every C(validate) command
     runs on the new text of the files that change; a refusal fails the task before anything is written.
@@ -65,7 +65,7 @@ options:
         type: str
       secret:
         description:
-          - The text is a secret (an API key): it never appears in the diff or in the result, and its value is hidden
+          - The text is a secret (an API key), so it never appears in the diff or in the result, and its value is hidden
             from the task's output wherever it would appear. Use it in place of C(no_log) on the whole task, which would
             also hide the diffs of the other files.
         type: bool
