@@ -12,9 +12,11 @@ Run with python3 (the units call /usr/bin/python3 <engine_service_gate> ...):
   sparkfold-engine-gate watch UNIT --seconds N
                                  after a follower started: fail at once if it stops or restarts
                                  within N seconds (a follower that refuses to start exits at once).
-  sparkfold-engine-gate stale --unit-dir DIR --inputs PATH...
+  sparkfold-engine-gate stale --unit-dir DIR --inputs PATH... [--units UNIT...]
                                  print (JSON) the running ranks of this node that started before one of
-                                 PATH last changed (a run changed it, then stopped before the restart).
+                                 PATH last changed (a run changed it, then stopped before the restart);
+                                 with --units, also the state of every rank unit and of each UNIT
+                                 (so a run reads what runs, is enabled or failed in the same round trip).
 
 Settings come from the environment (the unit's EnvironmentFile=/etc/sparkfold/engine.env) or
 the command line; the command line wins:
@@ -219,6 +221,26 @@ def rank_units(unit_dir):
     return names
 
 
+STATE_PROPERTIES = ("ActiveState", "SubState", "UnitFileState", "Result")
+
+
+def show(unit, properties):
+    """systemctl show's properties of a unit, as a dict."""
+    done = subprocess.run(
+        ["systemctl", "show", "--property=" + ",".join(properties), unit],
+        capture_output=True, text=True, check=False,
+    )
+    if done.returncode != 0:
+        raise OSError(f"systemctl show {unit} failed: {done.stderr.strip()}")
+    return dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+
+
+def unit_states(unit_dir, units):
+    """The state (STATE_PROPERTIES) of every rank unit of unit_dir and of each of units, by unit name."""
+    return {unit: {key: value for key, value in show(unit, STATE_PROPERTIES).items() if key in STATE_PROPERTIES}
+            for unit in rank_units(unit_dir) + [u for u in units if u not in rank_units(unit_dir)]}
+
+
 def stale_ranks(unit_dir, inputs):
     """The running ranks that started before an input changed, with the inputs newer than their start.
 
@@ -296,10 +318,15 @@ def main(argv=None):
     stale = sub.add_parser("stale", help="list the running ranks that started before an input changed")
     stale.add_argument("--unit-dir", default="/etc/systemd/system")
     stale.add_argument("--inputs", nargs="+", required=True)
+    stale.add_argument("--units", nargs="*", default=None,
+                       help="also report the state of every rank unit and of these units")
     args = parser.parse_args(argv)
     if args.gate == "stale":
         try:
-            print(json.dumps({"stale": stale_ranks(args.unit_dir, args.inputs)}))
+            found = {"stale": stale_ranks(args.unit_dir, args.inputs)}
+            if args.units is not None:
+                found["units"] = unit_states(args.unit_dir, args.units)
+            print(json.dumps(found))
         except OSError as exc:
             log(str(exc))
             return 2

@@ -328,3 +328,17 @@ def test_stale_leaves_out_ranks_that_do_not_run(gate, fake_systemctl, tmp_path, 
     fake_systemctl.write_text("ActiveState=inactive\nActiveEnterTimestampMonotonic=0\n")
     assert gate.main(["stale", "--unit-dir", str(units), "--inputs", str(env)]) == 0
     assert json.loads(capsys.readouterr().out) == {"stale": []}
+
+
+def test_stale_with_units_also_reports_each_ranks_state_and_the_named_units(gate, fake_systemctl, tmp_path, capsys):
+    env = tmp_path / "engine.env"
+    env.write_text("A=1\n")
+    units = stale_node(tmp_path, fake_systemctl, time.time())
+    fake_systemctl.write_text(fake_systemctl.read_text() + "SubState=running\nUnitFileState=enabled\nResult=success\n")
+    assert gate.main(["stale", "--unit-dir", str(units), "--inputs", str(env),
+                      "--units", "sparkfold-engine.target", "sparkfold-engine@1.service"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["stale"] == []
+    state = {"ActiveState": "active", "SubState": "running", "UnitFileState": "enabled", "Result": "success"}
+    assert out["units"] == {"sparkfold-engine@0.service": state, "sparkfold-engine@1.service": state,
+                            "sparkfold-engine.target": state}

@@ -51,6 +51,11 @@ PLAYBOOK = '''
   tasks:
     - name: Run the role's rank tasks
       ansible.builtin.include_tasks: "{{ ranks_yml }}"
+      vars:
+        engine_service_ranks_read: >-
+          {{ ranks_read_all | default({}) | dict2items
+             | selectattr('key', 'equalto', 'sparkfold-engine@' ~ recipe_nodes.index(inventory_hostname) ~ '.service')
+             | items2dict }}
 '''
 
 
@@ -84,16 +89,22 @@ def lab(tmp_path):
     return tmp_path, bin_dir, units
 
 
-def started(tmp_path, order):
+def started(tmp_path, order, read=None):
+    """The starts (began, ended, rank, action) of one run; read: what main.yml's read found, by rank (ActiveState)."""
     tmp, bin_dir, units = tmp_path
     log = tmp / "systemctl.log"
+    extra = {"rank_order": order, "units_root": str(units), "gate": str(bin_dir / "gate"),
+             "ranks_yml": str(REPO / "roles" / "engine_service" / "tasks" / "ranks.yml")}
+    if read is not None:
+        # as main.yml passes it: every host sees the whole read, and keeps its own rank's part
+        extra["ranks_read_all"] = {f"sparkfold-engine@{rank}.service": {"ActiveState": state}
+                                   for rank, state in read.items()}
     result = run_playbook(
         tmp / "play.yml", tmp / "hosts.yml", tmp,
-        args=["-e", json.dumps({"rank_order": order, "units_root": str(units), "gate": str(bin_dir / "gate"),
-                                "ranks_yml": str(REPO / "roles" / "engine_service" / "tasks" / "ranks.yml")})],
+        args=["-e", json.dumps(extra)],
         env={"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_SYSTEMCTL_LOG": str(log)})
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
-    lines = sorted(line.split() for line in log.read_text().splitlines())
+    lines = sorted(line.split() for line in log.read_text().splitlines()) if log.exists() else []
     return [(float(began), float(ended), unit.split("@")[1].split(".")[0], action)
             for began, ended, unit, action in lines]
 
@@ -112,3 +123,13 @@ def test_followers_first_still_starts_every_follower_before_rank_0(lab):
     ranks = [rank for _b, _e, rank, action in starts if action == "start"]
     assert sorted(ranks[:3]) == ["1", "2", "3"] and ranks[3] == "0"
     assert starts[3][0] >= max(ended for _b, ended, _rank, _action in starts[:3])
+
+
+@pytest.mark.parametrize("order", ["descending", "followers_first"])
+def test_a_start_leaves_running_ranks_alone_and_starts_the_rest_in_order(lab, order):
+    """main.yml's read says which ranks run: a pair that serves asks nothing of systemd; a stopped follower is started,
+    and a rank 0 that runs is not started again (systemd's start would do nothing either)."""
+    assert started(lab, order, read={0: "active", 1: "active", 2: "activating", 3: "active"}) == []
+    starts = started(lab, order, read={0: "active", 1: "inactive", 2: "active", 3: "failed"})
+    ranks = [rank for _b, _e, rank, _action in starts]
+    assert ranks == ["3", "1"] if order == "descending" else sorted(ranks) == ["1", "3"]
