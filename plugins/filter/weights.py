@@ -41,10 +41,13 @@ def _tokenizer_why(store, record):
     if not tokenizer.get('base_repo_id'):
         return ''
     wanted = store['tokenizer']
-    if wanted.get('base_repo_id') not in ('', tokenizer.get('base_repo_id')) or wanted.get('base_revision') != tokenizer.get('base_commit'):
-        return (f"its tokenizer came from {tokenizer.get('base_repo_id')}@{tokenizer.get('base_commit')}, the base model is pinned to "
+    came = f"{tokenizer.get('base_repo_id')}@{tokenizer.get('base_commit')}"
+    if (wanted.get('base_repo_id') not in ('', tokenizer.get('base_repo_id'))
+            or wanted.get('base_revision') != tokenizer.get('base_commit')):
+        return (f"its tokenizer came from {came}, the base model is pinned to "
                 f"{wanted.get('base_repo_id') or 'the model card base_model'}@{wanted.get('base_revision')}"
-                ' (set weights_base_repo_id and weights_base_revision, or recipe_overrides.weights.tokenizer, to the first)')
+                ' (set weights_base_repo_id and weights_base_revision, or recipe_overrides.weights.tokenizer,'
+                ' to the first)')
     return ''
 
 
@@ -83,9 +86,11 @@ def _record(store, files, record_file):
     try:
         record = json.loads(entry['content'])
     except ValueError as exc:
-        raise AnsibleFilterError(f'{path} is not a valid record of a download (not JSON: {exc}); remove it and run again') from exc
+        raise AnsibleFilterError(
+            f'{path} is not a valid record of a download (not JSON: {exc}); remove it and run again') from exc
     if not isinstance(record, dict):
-        raise AnsibleFilterError(f'{path} is not a valid record of a download (not a JSON object); remove it and run again')
+        raise AnsibleFilterError(
+            f'{path} is not a valid record of a download (not a JSON object); remove it and run again')
     return record
 
 
@@ -98,11 +103,11 @@ def weights_store_state(stores, files, record_file, verify):
         record = _record(store, files, record_file)
         pin = store['revision']
         why = _why(store, record, pin)
+        pinnable = (bool(record) and record.get('repo_id') == store['repo_id']
+                    and record.get('selection') == store['selection'] and _tokenizer_why(store, record) == '')
         states.append(dict(
-            store, record=record, pin=pin, why=why, why_hub=why, commit='', complete=False, offline=False, verified=None,
-            pinnable=bool(record) and record.get('repo_id') == store['repo_id'] and record.get('selection') == store['selection']
-            and _tokenizer_why(store, record) == '',
-            check=_check(store, record, pin, verify),
+            store, record=record, pin=pin, why=why, why_hub=why, commit='', complete=False, offline=False,
+            verified=None, pinnable=pinnable, check=_check(store, record, pin, verify),
         ))
     return states
 

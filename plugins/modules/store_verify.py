@@ -217,7 +217,6 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.sparkfold.cluster.plugins.module_utils.store_check import StoreError, verify_store
 
-
 STORE_OPTIONS = {
     "path": {"type": "path", "required": True},
     "verify": {"type": "str", "default": "manifest", "choices": ["manifest", "full"]},

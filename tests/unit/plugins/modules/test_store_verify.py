@@ -376,7 +376,8 @@ def test_several_stores_each_with_its_own_options(module_result, store, tmp_path
     assert good["ok"] and good["files_hashed"] == 0
     assert not bad["ok"] and bad["files_hashed"] == 4 and bad["shards"] == {"present": 0, "expected": 0}
     assert bad["problems"][0]["path"] == SHARD1
-    assert result["msg"].startswith(f"1 of 2 stores failed verification: {other}: store {other} failed verification (full, ")
+    assert result["msg"].startswith(
+        f"1 of 2 stores failed verification: {other}: store {other} failed verification (full, ")
 
 
 def test_several_stores_that_pass(module_result, store):
