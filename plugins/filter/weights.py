@@ -19,6 +19,7 @@ pin_var, require_index, and tokenizer for the model. Its state adds:
 - ``check``: the store's arguments for store_verify at ``pin``;
 - ``verified``: store_verify's result when it ran; ``complete``: proved complete at ``pin``;
 - ``offline``: complete at the revision itself, so no Hub was asked;
+- ``branch``: the revision is a branch or tag (not a full commit), which only the Hub resolves;
 - ``commit``: the commit passed on ('' until known; the revision when offline).
 """
 
@@ -107,6 +108,7 @@ def weights_store_state(stores, files, record_file, verify):
                     and record.get('selection') == store['selection'] and _tokenizer_why(store, record) == '')
         states.append(dict(
             store, record=record, pin=pin, why=why, why_hub=why, commit='', complete=False, offline=False,
+            branch=not FULL_COMMIT.match(pin or ''),
             verified=None, pinnable=pinnable, check=_check(store, record, pin, verify),
         ))
     return states
