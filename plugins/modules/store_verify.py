@@ -44,6 +44,40 @@ options:
       - Give O(path) or O(stores), not both.
     type: list
     elements: dict
+    suboptions:
+      path:
+        description: The store directory.
+        type: path
+        required: true
+      verify:
+        description: As O(verify).
+        type: str
+        default: manifest
+        choices: [manifest, full]
+      repo_id:
+        description: As O(repo_id).
+        type: str
+      commit:
+        description: As O(commit).
+        type: str
+      extra_files:
+        description: As O(extra_files).
+        type: list
+        elements: dict
+        default: []
+        suboptions:
+          path:
+            description: Path of the file relative to the store (no C(..), not absolute).
+            type: str
+            required: true
+          sha256:
+            description: The sha256 of its content, 64 hex digits.
+            type: str
+            required: true
+      require_safetensors_index:
+        description: As O(require_safetensors_index).
+        type: bool
+        default: true
   verify:
     description:
       - V(manifest) trusts, without reading it, a file whose size and mtime (in nanoseconds) equal its manifest
