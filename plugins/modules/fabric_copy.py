@@ -40,13 +40,34 @@ options:
   src:
     description:
       - Absolute path of the directory on the source node (the one copied, not a parent of it).
+      - Give O(src) and O(dest), or O(copies).
     type: path
-    required: true
   dest:
     description:
       - Absolute path of the directory on this node. Created when missing.
     type: path
-    required: true
+  copies:
+    description:
+      - Several directories from the same source node in one module run, each with C(src), C(dest) and C(excludes)
+        as O(src), O(dest) and O(excludes) describe them (the top-level O(excludes) does not apply to them). Every
+        dry-run listing runs at once, then each copy in turn; the first that fails fails the module.
+      - Give O(src) and O(dest), or O(copies).
+    type: list
+    elements: dict
+    suboptions:
+      src:
+        description: Absolute path of the directory on the source node.
+        type: path
+        required: true
+      dest:
+        description: Absolute path of the directory on this node.
+        type: path
+        required: true
+      excludes:
+        description: rsync C(--exclude) patterns of this copy.
+        type: list
+        elements: str
+        default: []
   addresses:
     description:
       - The source node's addresses to pull from, in order of preference (its fabric address on every rail).
@@ -124,49 +145,66 @@ EXAMPLES = r"""
     ssh_key: /root/.ssh/sparkfold_fabric
     streams: 8
     excludes: [/.cache/]
+
+- name: Pull the Engram tables and the kernel kit in one run, their listings at once
+  sparkfold.cluster.fabric_copy:
+    copies:
+      - {src: /var/lib/sparkfold/engram, dest: /var/lib/sparkfold/engram, excludes: [/.cache/]}
+      - {src: /opt/sparkfold/kit, dest: /opt/sparkfold/kit, excludes: [/.cache/]}
+    addresses: [192.168.100.1, 192.168.101.1]
+    ssh_key: /root/.ssh/sparkfold_fabric
+  register: copied
 """
 
 RETURN = r"""
 transferred:
   description: Paths (relative to O(dest)) whose content was sent (in check mode, would be).
-  returned: always
+  returned: without O(copies)
   type: list
   elements: str
   sample: [model-00001-of-00040.safetensors]
 deleted:
   description: Paths deleted because the source lacks them (in check mode, that would be).
-  returned: always
+  returned: without O(copies)
   type: list
   elements: str
 bytes:
   description: Size of the files in RV(transferred) (rsync may send less when it resumes a partial file).
-  returned: always
+  returned: without O(copies)
   type: int
   sample: 5368709120
 streams:
   description: One entry per rsync stream run, with C(address), C(files), C(bytes), C(seconds), C(rc) and C(attempts)
     (how many times it was started; more than 1 when sshd refused it at first).
     For a stream that failed, C(error) holds the last lines rsync printed.
-  returned: always
+  returned: without O(copies)
   type: list
   elements: dict
 address:
   description: The address the listing was taken from.
-  returned: always
+  returned: without O(copies)
   type: str
   sample: 192.168.100.1
 seconds:
   description: Wall time of the listing, the streams and the final pass.
-  returned: always
+  returned: without O(copies)
   type: float
 copy_seconds:
   description: Wall time of the streams alone (V(0) when nothing was sent).
-  returned: always
+  returned: without O(copies)
   type: float
 source_missing:
   description: Whether O(src) does not exist on the source node (check mode only; a real run fails).
-  returned: always
+  returned: without O(copies)
   type: bool
+copies:
+  description:
+    - With O(copies), one entry per copy in their order, with C(src), C(dest) and the returns above
+      (C(transferred), C(deleted), C(bytes), C(streams), C(address), C(seconds), C(copy_seconds), C(source_missing),
+      C(changed)). The other returns are then not given at the top level, but C(changed) (any copy changed) is.
+  returned: with O(copies)
+  type: list
+  elements: dict
 """
 
 import os
@@ -218,9 +256,9 @@ def tail(text, lines=6):
 
 
 class FabricCopy:
-    def __init__(self, module, rsync):
+    def __init__(self, module, rsync, params=None):
         self.module = module
-        self.params = module.params
+        self.params = params or module.params
         self.rsync = rsync
         self.src = self.params["src"].rstrip("/") + "/"
         self.dest = self.params["dest"].rstrip("/") + "/"
@@ -253,36 +291,50 @@ class FabricCopy:
             argv.append("--dry-run")
         return [*argv, self.remote(address), self.dest]
 
-    def list_changes(self):
-        """The dry run, over the first address that ssh reaches: (address, rc, stdout, stderr)."""
+    def probe(self):
+        """The dry run over the first address that ssh reaches: ((address, rc, stdout, stderr) or None when none
+        does, the addresses tried in vain). Exits nothing, so that several copies can probe at once."""
         tried = []
         for address in self.params["addresses"]:
             rc, out, err = self.module.run_command(self.listing_argv(address, True))
             if not unreachable(rc, err):
-                if tried:
-                    self.module.warn(f"the source node did not answer at {'; '.join(tried)}: copying over the other "
-                                     "addresses only")
                 # the streams leave out the addresses ssh could not reach
                 self.addresses = [a for a in self.params["addresses"] if a not in self.unreachable]
-                return address, rc, out, err
+                return (address, rc, out, err), tried
             self.unreachable.add(address)
             tried.append(f"{address} ({tail(err, 2)})")
-        self.module.fail_json(
-            msg=(f"rsync could not reach the source node over any of {', '.join(self.params['addresses'])} "
-                 f"({'; '.join(tried)}); check the fabric (ip addr, ping) and that {self.params['user']} accepts "
-                 "the key on the source node"),
-            kind="unreachable",
-        )
+        return None, tried
 
-    def run(self):
+    def list_changes(self, probed=None):
+        """The dry run (probed already, or now): (address, rc, stdout, stderr); fails when no address answers."""
+        listing, tried = probed or self.probe()
+        if listing is None:
+            self.module.fail_json(
+                msg=(f"rsync could not reach the source node over any of {', '.join(self.params['addresses'])} "
+                     f"({'; '.join(tried)}); check the fabric (ip addr, ping) and that {self.params['user']} accepts "
+                     "the key on the source node"),
+                kind="unreachable",
+            )
+        if tried:
+            self.module.warn(f"the source node did not answer at {'; '.join(tried)}: copying over the other "
+                             "addresses only")
+        return listing
+
+    def prepare(self):
+        """Refuse a dest that is not a directory; make it (a dry run compares a missing one as an empty one)."""
+        if os.path.lexists(self.dest.rstrip("/")) and not os.path.isdir(self.dest):
+            self.module.fail_json(msg=f"dest {self.dest} exists and is not a directory; move it away", changed=False)
+        if not self.module.check_mode:
+            os.makedirs(self.dest, exist_ok=True)
+
+    def run(self, probed=None):
+        """Copy; ``probed``: the result of probe() when the dry run was taken already (after prepare())."""
         start = time.monotonic()
         result = {"changed": False, "transferred": [], "deleted": [], "bytes": 0, "streams": [], "seconds": 0.0,
                   "copy_seconds": 0.0, "source_missing": False, "address": None}
-        if os.path.lexists(self.dest.rstrip("/")) and not os.path.isdir(self.dest):
-            self.module.fail_json(msg=f"dest {self.dest} exists and is not a directory; move it away", **result)
-        if not self.module.check_mode:  # a dry run compares with a missing directory as with an empty one
-            os.makedirs(self.dest, exist_ok=True)
-        address, rc, out, err = self.list_changes()
+        if probed is None:
+            self.prepare()
+        address, rc, out, err = self.list_changes(probed)
         result["address"] = address
         if rc != 0:
             missing = rc == RC_PARTIAL and ("No such file or directory" in err or "change_dir" in err)
@@ -372,11 +424,37 @@ class FabricCopy:
                 return list(pool.map(stream, range(len(shards)), shards))
 
 
+def run_copies(module, rsync):
+    """Several copies from one source node: every dry run at once (one thread each), then each copy in turn."""
+    copies = [FabricCopy(module, rsync, dict(module.params, src=c["src"], dest=c["dest"], excludes=c["excludes"]))
+              for c in module.params["copies"]]
+    for copy in copies:
+        copy.prepare()
+    with ThreadPoolExecutor(max_workers=len(copies)) as pool:
+        probed = list(pool.map(FabricCopy.probe, copies))
+    results = []
+    for copy, probe in zip(copies, probed):
+        result = copy.run(probe)
+        results.append(dict(result, src=copy.params["src"], dest=copy.params["dest"]))
+    combined = {"changed": any(r["changed"] for r in results), "copies": results}
+    if module._diff:
+        combined["diff"] = [{"prepared": f"{r['dest']}:\n{r['diff']['prepared']}"} for r in results
+                            if r.get("diff", {}).get("prepared")]
+        for r in results:
+            r.pop("diff", None)
+    return combined
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
-            "src": {"type": "path", "required": True},
-            "dest": {"type": "path", "required": True},
+            "src": {"type": "path"},
+            "dest": {"type": "path"},
+            "copies": {"type": "list", "elements": "dict", "options": {
+                "src": {"type": "path", "required": True},
+                "dest": {"type": "path", "required": True},
+                "excludes": {"type": "list", "elements": "str", "default": []},
+            }},
             "addresses": {"type": "list", "elements": "str", "required": True},
             "user": {"type": "str", "default": "root"},
             "ssh_key": {"type": "path", "no_log": False},
@@ -387,6 +465,9 @@ def main():
             "io_timeout": {"type": "int", "default": 300},
             "connect_retries": {"type": "int", "default": 6},
         },
+        mutually_exclusive=[["src", "copies"], ["dest", "copies"]],
+        required_one_of=[["src", "copies"]],
+        required_together=[["src", "dest"]],
         supports_check_mode=True,
     )
     params = module.params
@@ -400,10 +481,17 @@ def main():
         module.fail_json(msg=f"connect_retries is {params['connect_retries']}: give 0 (never retry) or more")
     if params["io_timeout"] < 0:
         module.fail_json(msg="io_timeout must be 0 (wait forever) or a number of seconds")
-    for name in ("src", "dest"):
-        if not os.path.isabs(params[name]) or params[name].rstrip("/") == "":
-            module.fail_json(msg=f"{name} must be an absolute path of a directory other than /, got {params[name]!r}")
+    pairs = [(c["src"], c["dest"]) for c in params["copies"]] if params["copies"] is not None else [
+        (params["src"], params["dest"])]
+    if not pairs:
+        module.fail_json(msg="copies is empty: give at least one src and dest")
+    for pair in pairs:
+        for name, path in zip(("src", "dest"), pair):
+            if not os.path.isabs(path) or path.rstrip("/") == "":
+                module.fail_json(msg=f"{name} must be an absolute path of a directory other than /, got {path!r}")
     rsync = module.get_bin_path("rsync", required=True)
+    if params["copies"] is not None:
+        module.exit_json(**run_copies(module, rsync))
     module.exit_json(**FabricCopy(module, rsync).run())
 
 

@@ -28,6 +28,13 @@ options:
     type: list
     elements: str
     required: true
+  stat_paths:
+    description:
+      - Absolute paths of which only what they are is returned, never their text (a program, a large file), as
+        M(ansible.builtin.stat) would; keyed in RV(files) like O(paths). O(max_bytes) does not apply to them.
+    type: list
+    elements: str
+    default: []
   max_bytes:
     description:
       - Largest file whose text is returned; a larger regular file fails the task (these are stamps and records).
@@ -62,6 +69,8 @@ EXAMPLES = r"""
       - /opt/sparkfold/engine/current
       - /opt/sparkfold/engine/current/sparkfold-stamp.json
       - /srv/models/dsv41/.sparkfold-manifest.json
+    stat_paths:
+      - /opt/sparkfold/hf/bin/python
   register: read
 
 - name: Use the stamp when it is there
@@ -100,7 +109,8 @@ files:
         - For a link, the absolute path it resolves to (C(realpath)), as M(ansible.builtin.stat)'s C(lnk_source).
       type: str
     content:
-      description: For a regular file or a link to one, its text (UTF-8, undecodable bytes replaced).
+      description:
+        - For a regular file or a link to one, its text (UTF-8, undecodable bytes replaced); never for O(stat_paths).
       type: str
     entries:
       description:
@@ -166,7 +176,7 @@ def list_directory(path):
     return entries, None
 
 
-def read_one(path, max_bytes, list_directories=False):
+def read_one(path, max_bytes, list_directories=False, text=True):
     """The entry of one path; (entry, problem) where problem is None or says why it cannot be read."""
     try:
         info = os.lstat(path)
@@ -197,7 +207,7 @@ def read_one(path, max_bytes, list_directories=False):
         entry["type"] = "file"
     else:
         entry["type"] = "other"
-    if stat.S_ISREG(info.st_mode):
+    if text and stat.S_ISREG(info.st_mode):
         if info.st_size > max_bytes:
             return None, f"{path} holds {info.st_size} bytes, more than max_bytes ({max_bytes})"
         try:
@@ -212,17 +222,19 @@ def main():
     module = AnsibleModule(
         argument_spec=dict(
             paths=dict(type="list", elements="str", required=True),
+            stat_paths=dict(type="list", elements="str", default=[]),
             max_bytes=dict(type="int", default=1048576),
             list_directories=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
-    relative = [p for p in module.params["paths"] if not os.path.isabs(p)]
+    relative = [p for p in module.params["paths"] + module.params["stat_paths"] if not os.path.isabs(p)]
     if relative:
         module.fail_json(msg=f"paths must be absolute: {', '.join(relative)}")
     files, problems = {}, []
-    for path in module.params["paths"]:
-        entry, problem = read_one(path, module.params["max_bytes"], module.params["list_directories"])
+    wanted = [(path, True) for path in module.params["paths"]] + [(path, False) for path in module.params["stat_paths"]]
+    for path, text in wanted:
+        entry, problem = read_one(path, module.params["max_bytes"], module.params["list_directories"], text)
         if problem:
             problems.append(problem)
         else:

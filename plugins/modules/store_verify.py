@@ -24,6 +24,9 @@ description:
   - Checks every file before it fails, then fails once, listing every problem with its path and reason.
   - When the manifest is missing or unusable, or names another repository or commit than O(repo_id) and O(commit),
     the module fails at once without reading the files.
+  - With O(stores), several stores are verified in one module run (each with its own options, as O(path) and the
+    options beside it describe them for one store); the module fails when any of them fails, naming each failed
+    store's path and message, and returns every store's result in RV(stores) either way.
   - Read-only; never reports a change.
 author:
   - sparkfold developers (@sparkfold)
@@ -31,8 +34,50 @@ options:
   path:
     description:
       - The store directory, the C(local_dir) of M(sparkfold.cluster.hub_snapshot) on the head.
+      - Give O(path) or O(stores), not both.
     type: path
-    required: true
+  stores:
+    description:
+      - Several stores to verify in one module run, each a dict of C(path) (required), C(verify), C(repo_id),
+        C(commit), C(extra_files) and C(require_safetensors_index), with the meaning and the defaults of the
+        options of the same names. O(max_workers) applies to each.
+      - Give O(path) or O(stores), not both.
+    type: list
+    elements: dict
+    suboptions:
+      path:
+        description: The store directory.
+        type: path
+        required: true
+      verify:
+        description: As O(verify).
+        type: str
+        default: manifest
+        choices: [manifest, full]
+      repo_id:
+        description: As O(repo_id).
+        type: str
+      commit:
+        description: As O(commit).
+        type: str
+      extra_files:
+        description: As O(extra_files).
+        type: list
+        elements: dict
+        default: []
+        suboptions:
+          path:
+            description: Path of the file relative to the store (no C(..), not absolute).
+            type: str
+            required: true
+          sha256:
+            description: The sha256 of its content, 64 hex digits.
+            type: str
+            required: true
+      require_safetensors_index:
+        description: As O(require_safetensors_index).
+        type: bool
+        default: true
   verify:
     description:
       - V(manifest) trusts, without reading it, a file whose size and mtime (in nanoseconds) equal its manifest
@@ -128,6 +173,15 @@ EXAMPLES = r"""
 - name: Show what was read
   ansible.builtin.debug:
     msg: "{{ store.files_hashed }} files hashed, {{ store.shards.present }} of {{ store.shards.expected }} shards"
+
+- name: Verify the model store and the Engram tables in one round trip
+  sparkfold.cluster.store_verify:
+    stores:
+      - path: /srv/models/dsv41-flash-exl3
+        commit: 3f1c2a9e0b7d4c5a8e6f1b2d3c4a5e6f7a8b9c0d
+      - path: /var/lib/sparkfold/engram
+        require_safetensors_index: false
+  register: stores
 """
 
 RETURN = r"""
@@ -164,6 +218,23 @@ repo_id:
   returned: always
   type: str
   sample: sfxnz/DeepSeek-V4.1-Flash-EXL3
+safetensors:
+  description:
+    - The C(*.safetensors) regular files directly in O(path) (not in subdirectories, not hidden, not links), as a
+      count; what M(ansible.builtin.find) with that pattern counts.
+  returned: when the store could be read
+  type: int
+  sample: 40
+stores:
+  description:
+    - With O(stores), one entry per store in their order, with C(path), C(ok) (whether it passed), C(msg) (why not,
+      when it did not) and the returns above (C(files_checked), C(files_hashed), C(bytes_hashed), C(shards),
+      C(commit), C(repo_id), C(safetensors), C(problems)) where the store could be read.
+  returned: with O(stores)
+  type: list
+  elements: dict
+  sample:
+    - {path: /srv/models/dsv41-flash-exl3, ok: true, files_checked: 48, files_hashed: 0, safetensors: 40}
 problems:
   description: On failure, every problem found, each with C(path) (relative to O(path)) and C(reason).
   returned: failure
@@ -174,52 +245,95 @@ problems:
     - {path: model.safetensors.index.json, reason: 39 of 40 shards present}
 """
 
+import os
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.sparkfold.cluster.plugins.module_utils.store_check import StoreError, verify_store
 
+STORE_OPTIONS = {
+    "path": {"type": "path", "required": True},
+    "verify": {"type": "str", "default": "manifest", "choices": ["manifest", "full"]},
+    "repo_id": {"type": "str"},
+    "commit": {"type": "str"},
+    "extra_files": {
+        "type": "list",
+        "elements": "dict",
+        "default": [],
+        "options": {
+            "path": {"type": "str", "required": True},
+            "sha256": {"type": "str", "required": True},
+        },
+    },
+    "require_safetensors_index": {"type": "bool", "default": True},
+}
+
+
+def count_safetensors(path):
+    """The *.safetensors regular files directly in ``path``, not hidden: what ansible.builtin.find counts."""
+    count = 0
+    with os.scandir(path) as entries:
+        for entry in entries:
+            if (not entry.name.startswith(".") and entry.name.endswith(".safetensors")
+                    and entry.is_file(follow_symlinks=False)):
+                count += 1
+    return count
+
+
+def verify_one(store, max_workers):
+    """Verify one store (a dict of STORE_OPTIONS); return ``(result, message or None)``, never raising StoreError."""
+    try:
+        result, msg = verify_store(
+            store["path"],
+            verify=store["verify"],
+            max_workers=max_workers,
+            repo_id=store["repo_id"],
+            commit=store["commit"],
+            extra_files=store["extra_files"],
+            require_safetensors_index=store["require_safetensors_index"],
+        )
+    except StoreError as exc:
+        return {"changed": False}, to_native(exc)
+    result["safetensors"] = count_safetensors(store["path"])
+    return result, msg
+
 
 def main():
     module = AnsibleModule(
-        argument_spec={
-            "path": {"type": "path", "required": True},
-            "verify": {"type": "str", "default": "manifest", "choices": ["manifest", "full"]},
-            "max_workers": {"type": "int", "default": 8},
-            "repo_id": {"type": "str"},
-            "commit": {"type": "str"},
-            "extra_files": {
-                "type": "list",
-                "elements": "dict",
-                "default": [],
-                "options": {
-                    "path": {"type": "str", "required": True},
-                    "sha256": {"type": "str", "required": True},
-                },
-            },
-            "require_safetensors_index": {"type": "bool", "default": True},
-        },
+        argument_spec=dict(
+            STORE_OPTIONS,
+            path={"type": "path"},
+            stores={"type": "list", "elements": "dict", "options": STORE_OPTIONS},
+            max_workers={"type": "int", "default": 8},
+        ),
+        mutually_exclusive=[["path", "stores"]],
+        required_one_of=[["path", "stores"]],
         supports_check_mode=True,
     )
     params = module.params
     if params["max_workers"] < 1:
         module.fail_json(msg=f"max_workers must be at least 1, got {params['max_workers']}")
 
-    try:
-        result, msg = verify_store(
-            params["path"],
-            verify=params["verify"],
-            max_workers=params["max_workers"],
-            repo_id=params["repo_id"],
-            commit=params["commit"],
-            extra_files=params["extra_files"],
-            require_safetensors_index=params["require_safetensors_index"],
-        )
-    except StoreError as exc:
-        module.fail_json(msg=to_native(exc), changed=False)
+    if params["stores"] is None:
+        result, msg = verify_one(params, params["max_workers"])
+        if msg is not None:
+            module.fail_json(msg=msg, **result)
+        module.exit_json(**result)
 
-    if msg is not None:
-        module.fail_json(msg=msg, **result)
-    module.exit_json(**result)
+    stores = []
+    failed = []
+    for store in params["stores"]:
+        result, msg = verify_one(store, params["max_workers"])
+        result.pop("changed", None)
+        entry = dict(result, path=store["path"], ok=msg is None)
+        if msg is not None:
+            entry["msg"] = msg
+            failed.append(f"{store['path']}: {msg}")
+        stores.append(entry)
+    if failed:
+        module.fail_json(msg=f"{len(failed)} of {len(stores)} stores failed verification: " + "; ".join(failed),
+                         changed=False, stores=stores)
+    module.exit_json(changed=False, stores=stores)
 
 
 if __name__ == "__main__":

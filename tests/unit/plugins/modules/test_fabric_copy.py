@@ -70,7 +70,7 @@ def env(tmp_path, monkeypatch):
                 "rsh": str(fake), "streams": 4, "excludes": ["/.cache/"], "_ansible_check_mode": check,
                 "_ansible_diff": diff}
         args.update(extra)
-        return run(args)
+        return run({key: value for key, value in args.items() if value is not None})  # None: left out
 
     copy.src, copy.dest, copy.log = src, tmp_path / "dest", log
     return copy
@@ -194,4 +194,67 @@ def test_missing_source_fails_except_in_check_mode(env, tmp_path):
 def test_bad_input_is_refused_before_any_copy(env, args, message):
     kind, result, _warnings = env(**args)
     assert kind == "fail" and message in result["msg"]
+    assert not env.log.exists()
+
+
+def test_several_copies_in_one_run_list_at_once_then_copy(env, tmp_path):
+    other = tmp_path / "kit"
+    (other / "tools").mkdir(parents=True)
+    (other / "tools" / "verify_kit.sh").write_text("echo ok\n")
+    (other / ".cache").mkdir()
+    copies = [{"src": str(env.src), "dest": str(env.dest), "excludes": ["/.cache/"]},
+              {"src": str(other), "dest": str(tmp_path / "kit-copy"), "excludes": ["/.cache/"]}]
+    kind, result, _warnings = env(check=True, diff=True, src=None, dest=None, excludes=None, copies=copies)
+    assert kind == "exit", result
+    assert result["changed"] is True
+    assert [c["changed"] for c in result["copies"]] == [True, True]
+    assert not env.dest.exists() and not (tmp_path / "kit-copy").exists()
+    assert result["diff"][1]["prepared"].startswith(f"{tmp_path / 'kit-copy'}:\n")
+    assert "tools/verify_kit.sh" in result["diff"][1]["prepared"]
+
+    kind, result, _warnings = env(src=None, dest=None, excludes=None, copies=copies)
+    assert kind == "exit", result
+    assert result["changed"] is True
+    assert tree(env.dest) == tree(env.src)
+    assert tree(tmp_path / "kit-copy") == tree(other)
+    assert not (tmp_path / "kit-copy" / ".cache").exists()
+    assert [(c["src"], c["dest"]) for c in result["copies"]] == [(c["src"], c["dest"]) for c in copies]
+
+    env.log.write_text("")
+    kind, result, _warnings = env(src=None, dest=None, excludes=None, copies=copies)
+    assert kind == "exit" and result["changed"] is False
+    assert [c["transferred"] for c in result["copies"]] == [[], []]
+    assert env.log.read_text().split() == ["rail0", "rail0"]  # one listing each, nothing else
+
+
+def test_several_copies_fail_on_a_missing_source_except_in_check_mode(env, tmp_path):
+    copies = [{"src": str(env.src), "dest": str(env.dest)},
+              {"src": str(tmp_path / "nothing"), "dest": str(tmp_path / "nothing-copy")}]
+    kind, result, _warnings = env(check=True, src=None, dest=None, excludes=None, copies=copies)
+    assert kind == "exit", result
+    assert [c["source_missing"] for c in result["copies"]] == [False, True]
+    kind, result, _warnings = env(src=None, dest=None, excludes=None, copies=copies)
+    assert kind == "fail" and "does not exist on the source node" in result["msg"]
+
+
+def test_several_copies_none_reaching_the_source(env, tmp_path):
+    copies = [{"src": str(env.src), "dest": str(env.dest)}]
+    kind, result, _warnings = env(src=None, dest=None, excludes=None, copies=copies,
+                                  addresses=["unreachable0", "unreachable1"])
+    assert kind == "fail" and result["kind"] == "unreachable"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ({"copies": []}, "copies is empty"),
+        ({"copies": [{"src": "relative", "dest": "/x"}]}, "src must be an absolute path"),
+        ({"copies": [{"src": "/x", "dest": "/x"}], "src": "/x"}, "mutually exclusive"),
+    ],
+)
+def test_bad_copies_are_refused_before_any_copy(env, args, message):
+    extra = {"src": None, "dest": None, "excludes": None}
+    extra.update(args)
+    kind, result, _warnings = env(**extra)
+    assert kind == "fail" and message in result["msg"], result
     assert not env.log.exists()

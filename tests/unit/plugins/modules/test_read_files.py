@@ -104,3 +104,27 @@ def test_list_directories_lists_what_find_would_without_recursing(run, tmp_path)
     # Without the option nothing is listed (the entry is as before).
     kind, result, _warnings = run({"paths": [str(builds)]})
     assert "entries" not in result["files"][str(builds)]
+
+
+def test_stat_paths_are_not_read_whatever_their_size(run, tmp_path):
+    program = tmp_path / "python3"
+    program.write_bytes(b"\0" * 2048)
+    link = tmp_path / "python"
+    link.symlink_to(program)
+    record = tmp_path / "record.json"
+    record.write_text("{}")
+    kind, result, _warnings = run({"paths": [str(record)], "stat_paths": [str(link), str(tmp_path / "none")],
+                                   "max_bytes": 1024})
+    assert kind == "exit"
+    files = result["files"]
+    assert files[str(record)]["content"] == "{}"
+    assert files[str(link)]["exists"] is True
+    assert files[str(link)]["type"] == "link"
+    assert "content" not in files[str(link)]
+    assert files[str(tmp_path / "none")] == {"exists": False, "type": "absent"}
+
+
+def test_a_relative_stat_path_is_refused(run):
+    kind, result, _warnings = run({"paths": [], "stat_paths": ["bin/python"]})
+    assert kind == "fail"
+    assert result["msg"] == "paths must be absolute: bin/python"

@@ -99,6 +99,7 @@ def test_good_store_manifest_mode_hashes_nothing(module_result, store):
         "shards": {"present": 2, "expected": 2},
         "commit": COMMIT,
         "repo_id": REPO,
+        "safetensors": 2,
     }
 
 
@@ -331,3 +332,62 @@ def test_store_missing(module_result, tmp_path):
     kind, result, _warnings = module_result(args(missing))
     assert kind == "fail"
     assert result["msg"] == f"store {missing} does not exist; {FIX}"
+
+
+def test_the_shards_beside_the_manifest_are_counted(module_result, store):
+    (store / "sub").mkdir()
+    (store / "sub" / "model-00009-of-00009.safetensors").write_bytes(b"x")
+    (store / "stray.safetensors").symlink_to(store / SHARD1)
+    (store / ".hidden.safetensors").write_bytes(b"x")
+    kind, result, _warnings = module_result(args(store))
+    assert kind == "exit"
+    # regular files directly in the store, not hidden, as ansible.builtin.find counts them
+    assert result["safetensors"] == 2
+
+
+def test_several_stores_in_one_run(module_result, store, tmp_path):
+    missing = tmp_path / "nowhere"
+    kind, result, _warnings = module_result({"stores": [
+        {"path": str(store), "repo_id": REPO, "commit": COMMIT},
+        {"path": str(missing)},
+    ]})
+    assert kind == "fail"
+    assert result["msg"] == f"1 of 2 stores failed verification: {missing}: store {missing} does not exist; {FIX}"
+    good, bad = result["stores"]
+    assert good["ok"] is True and good["path"] == str(store)
+    assert (good["files_checked"], good["safetensors"], good["commit"]) == (4, 2, COMMIT)
+    assert "msg" not in good
+    assert bad == {"path": str(missing), "ok": False, "msg": f"store {missing} does not exist; {FIX}"}
+
+
+def test_several_stores_each_with_its_own_options(module_result, store, tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    for path, (data, _kind) in FILES.items():
+        (other / path).write_bytes(data)
+    write_manifest(other, FILES)
+    keep_mtime(other / SHARD1, flip_byte)
+    kind, result, _warnings = module_result({"stores": [
+        {"path": str(store)},
+        {"path": str(other), "verify": "full", "require_safetensors_index": False},
+    ]})
+    assert kind == "fail"
+    good, bad = result["stores"]
+    assert good["ok"] and good["files_hashed"] == 0
+    assert not bad["ok"] and bad["files_hashed"] == 4 and bad["shards"] == {"present": 0, "expected": 0}
+    assert bad["problems"][0]["path"] == SHARD1
+    assert result["msg"].startswith(
+        f"1 of 2 stores failed verification: {other}: store {other} failed verification (full, ")
+
+
+def test_several_stores_that_pass(module_result, store):
+    kind, result, _warnings = module_result({"stores": [{"path": str(store)}, {"path": str(store), "verify": "full"}]})
+    assert kind == "exit"
+    assert result["changed"] is False
+    assert [entry["ok"] for entry in result["stores"]] == [True, True]
+
+
+def test_path_or_stores(module_result, store):
+    kind, result, _warnings = module_result({"path": str(store), "stores": [{"path": str(store)}]})
+    assert kind == "fail"
+    assert "mutually exclusive" in result["msg"]
