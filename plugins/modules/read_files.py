@@ -42,7 +42,7 @@ options:
     default: 1048576
   list_directories:
     description:
-      - Also list each directory of O(paths) (not a link to one): RV(files[path].entries), what a
+      - Also list each directory of O(paths) (not a link to one) in RV(files[path].entries), what a
         M(ansible.builtin.find) of it (not recursing) would find, in the same round trip.
     type: bool
     default: false

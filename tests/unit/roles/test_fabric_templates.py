@@ -153,8 +153,8 @@ def test_live_links_are_the_plan_interfaces_present_in_plan_order_whatever_ip_or
     pairs = evaluate(compare["vars"]["fabric__links"], fabric_plan_result=PLAN, fabric_unaddressed_result=[],
                      fabric_read={"ip_links": live},
                      ansible_facts={"sparkfold_roce": {"netdevs": {"lo": {}, "enp1s0f1np1": {}, "enP2p1s0f1np1": {}}}})
-    assert [(p["rail"]["name"], p["link"]["ifname"]) for p in pairs] == [("rail0", "enp1s0f1np1"),
-                                                                          ("rail1", "enP2p1s0f1np1")]
+    assert [(p["rail"]["name"], p["link"]["ifname"]) for p in pairs] == [
+        ("rail0", "enp1s0f1np1"), ("rail1", "enP2p1s0f1np1")]
     # an interface sysfs does not list is left to the input checks (as the loop's `when` did)
     pairs = evaluate(compare["vars"]["fabric__links"], fabric_plan_result=PLAN, fabric_unaddressed_result=VIEWS,
                      fabric_read={"ip_links": live},
@@ -199,7 +199,7 @@ def test_a_ring_bootstraps_on_the_first_interface_in_ip_order_holding_the_manage
     assert bootstrap(fabric_bootstrap_interface="", ansible_host="fd00::11", **ring) == ""
     assert bootstrap(fabric_bootstrap_interface="eth9", ansible_host="10.231.0.11", **ring) == "eth9"
     assert bootstrap(fabric_bootstrap_interface="", ansible_host="10.231.0.11", fabric_topology="pair",
-                    fabric_read={"ip_links": live}) == ""
+                     fabric_read={"ip_links": live}) == ""
 
 
 # --- SSH: each write runs only when the read shows it would change something ----------------------------------

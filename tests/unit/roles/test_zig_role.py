@@ -77,4 +77,3 @@ def test_a_link_to_another_zig_is_repaired_and_asked_again(tmp_path):
     assert _task(proc.stdout, "Link zig where non-interactive shells find it") == "changed", proc.stdout[-3000:]
     assert _task(proc.stdout, "Ask the linked zig for its version") == "ok", proc.stdout[-3000:]
     assert (tmp_path / "zig").resolve() == pathlib.Path(ziglang.__file__).resolve().parent / "zig"
-

@@ -108,7 +108,7 @@ def test_a_branch_the_hub_resolves_to_the_held_commit_is_verified_at_that_commit
     assert (kit_state['commit'], kit_state['pin'], kit_state['why']) == (OTHER, OTHER, '')
     assert kit_state['check']['commit'] == OTHER
     assert kit_state['why_hub'].startswith('the pin main is a branch or tag')
-    _, kit_state = weights_store_verified([model_state, kit_state], {'stores': [{'path': '/opt/kit', 'ok': True}]})
+    kit_state = weights_store_verified([model_state, kit_state], {'stores': [{'path': '/opt/kit', 'ok': True}]})[1]
     assert (kit_state['complete'], kit_state['offline'], kit_state['commit']) == (True, False, OTHER)
 
 
