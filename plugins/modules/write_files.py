@@ -75,7 +75,10 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    details: Nothing is written or removed; C(changed) and RV(results) say what a real run would do. No C(validate).
+    details:
+      - Nothing is written or removed; C(changed) and RV(results) say what a real run would do. No C(validate).
+      - A missing parent directory, owner or group is not a problem in check mode (the tasks before this one create
+        them in a real run); such a file is reported as one that would be written.
   diff_mode:
     support: full
     details:
@@ -184,8 +187,12 @@ def _name(lookup, number):
         return str(number)
 
 
-def plan(item):
-    """What to do for one file: (plan, problem). Reads the file; changes nothing."""
+def plan(item, check_mode=False):
+    """What to do for one file: (plan, problem). Reads the file; changes nothing.
+
+    In check mode a missing directory, owner or group is no problem: the tasks before this one in a real run create
+    them (check mode created nothing), so the file is reported as one that would be written.
+    """
     path = item["path"]
     if not os.path.isabs(path):
         return None, f"{path} is not an absolute path"
@@ -218,15 +225,15 @@ def plan(item):
         return entry, None
     if item["content"] is None:
         return None, f"{path}: content is required with state=present"
-    if not os.path.isdir(os.path.dirname(path)):
+    if not os.path.isdir(os.path.dirname(path)) and not check_mode:
         return None, f"{path} cannot be written: its directory {os.path.dirname(path)} does not exist"
     mode = _mode(item["mode"])
     if mode is None:
         return None, f"{path}: mode {item['mode']!r} is not octal permission bits such as '0644'"
     uid, gid = _id(pwd.getpwnam, item["owner"]), _id(grp.getgrnam, item["group"])
-    if uid is None:
+    if uid is None and not check_mode:
         return None, f"{path}: owner {item['owner']} does not exist on this node"
-    if gid is None:
+    if gid is None and not check_mode:
         return None, f"{path}: group {item['group']} does not exist on this node"
     entry["after"] = item["content"].encode("utf-8")
     entry["after_ids"] = (uid, gid, mode)
@@ -314,7 +321,7 @@ def main():
 
     planned, problems = [], []
     for item in items:
-        entry, problem = plan(item)
+        entry, problem = plan(item, module.check_mode)
         if problem:
             problems.append(problem)
         else:

@@ -98,6 +98,22 @@ def test_check_mode_writes_and_removes_nothing(run, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["old"]
 
 
+def test_check_mode_on_a_fresh_node_reports_files_whose_directory_and_owner_come_earlier(run, tmp_path):
+    # Check mode on a fresh node: the task that creates the directory (and the user) ran in check mode too, so
+    # neither exists yet; the files are ones a real run would write, not a failure (molecule pair's check step).
+    files = [_file(tmp_path / "etc" / "sparkfold" / "engine.env", "A=1\n"),
+             _file(tmp_path / "key", "k", owner="no-such-user-sparkfold", group="no-such-group-sparkfold")]
+    kind, result, _warnings = run(_args(files, check=True))
+    assert (kind, result["changed"]) == ("exit", True)
+    assert result["changed_paths"] == [str(tmp_path / "etc" / "sparkfold" / "engine.env"), str(tmp_path / "key")]
+    assert result["diff"][0]["after"] == "A=1\n"
+    assert sorted(os.listdir(tmp_path)) == []
+    # A real run still refuses them before writing anything.
+    kind, result, _warnings = run(_args(files))
+    assert kind == "fail"
+    assert f"its directory {tmp_path / 'etc' / 'sparkfold'} does not exist" in result["msg"]
+
+
 def test_absent_removes_a_file_and_is_no_change_when_it_is_gone(run, tmp_path):
     (tmp_path / "key").write_text("k\n")
     kind, result, _warnings = run(_args([_file(tmp_path / "key", state="absent")]))
