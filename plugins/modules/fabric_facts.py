@@ -165,58 +165,17 @@ files:
                                content: "network:\n  version: 2\n"}
 """
 
-import grp
 import json
 import os
 import pwd
-import stat
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
+from ansible_collections.sparkfold.cluster.plugins.module_utils.node_files import read_entry
 from ansible_collections.sparkfold.cluster.plugins.module_utils.roce import (
     SysfsError,
     gather_roce_facts,
 )
-
-
-def _name(lookup, number):
-    """The user or group name of a uid or gid, or the number as a string when it has none."""
-    try:
-        return lookup(number)[0]
-    except KeyError:
-        return str(number)
-
-
-def read_entry(path, max_bytes, content=True):
-    """(entry, problem) for one path, links followed; problem is None or says why it cannot be read."""
-    try:
-        info = os.stat(path)
-    except FileNotFoundError:
-        return {"exists": False, "type": "absent"}, None
-    except OSError as exc:
-        return None, f"{path}: {exc.strerror}"
-    if stat.S_ISREG(info.st_mode):
-        kind = "file"
-    elif stat.S_ISDIR(info.st_mode):
-        kind = "directory"
-    else:
-        kind = "other"
-    entry = {
-        "exists": True,
-        "type": kind,
-        "mode": f"{stat.S_IMODE(info.st_mode):04o}",
-        "owner": _name(pwd.getpwuid, info.st_uid),
-        "group": _name(grp.getgrgid, info.st_gid),
-    }
-    if content and kind == "file":
-        if info.st_size > max_bytes:
-            return None, f"{path} holds {info.st_size} bytes, more than max_bytes ({max_bytes})"
-        try:
-            with open(path, "rb") as handle:
-                entry["content"] = handle.read(max_bytes + 1).decode("utf-8", errors="replace")
-        except OSError as exc:
-            return None, f"{path}: {exc.strerror}"
-    return entry, None
 
 
 def derive_public(module, key_path, key_entry):
@@ -289,7 +248,7 @@ def main():
     problems = []
 
     def entry(path, content=True):
-        found, problem = read_entry(path, params["max_bytes"], content)
+        found, problem = read_entry(path, params["max_bytes"], text=content, follow_links=True)
         if problem:
             problems.append(problem)
             return {}

@@ -130,92 +130,10 @@ files:
       resolved: /opt/sparkfold/engine/3f0c2a9e41b7d655
 """
 
-import grp
 import os
-import pwd
-import stat
 
 from ansible.module_utils.basic import AnsibleModule
-
-
-def _name(lookup, number):
-    """The user or group name of a uid or gid, or the number as a string when it has none."""
-    try:
-        return lookup(number)[0]
-    except KeyError:
-        return str(number)
-
-
-def _kind(mode):
-    """The type word of a st_mode: file, directory, link or other."""
-    if stat.S_ISLNK(mode):
-        return "link"
-    if stat.S_ISDIR(mode):
-        return "directory"
-    if stat.S_ISREG(mode):
-        return "file"
-    return "other"
-
-
-def list_directory(path):
-    """What a directory holds, not recursing: (entries, problem) as read_one's."""
-    entries = []
-    try:
-        names = sorted(os.listdir(path))
-    except OSError as exc:
-        return None, f"{path}: {exc.strerror}"
-    for name in names:
-        child = os.path.join(path, name)
-        try:
-            info = os.lstat(child)
-        except FileNotFoundError:
-            continue  # gone between listing and looking: not there
-        except OSError as exc:
-            return None, f"{child}: {exc.strerror}"
-        entries.append({"name": name, "path": child, "type": _kind(info.st_mode), "mtime": info.st_mtime})
-    return entries, None
-
-
-def read_one(path, max_bytes, list_directories=False, text=True):
-    """The entry of one path; (entry, problem) where problem is None or says why it cannot be read."""
-    try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        return {"exists": False, "type": "absent"}, None
-    except OSError as exc:
-        return None, f"{path}: {exc.strerror}"
-    entry = {
-        "exists": True,
-        "mode": f"{stat.S_IMODE(info.st_mode):04o}",
-        "owner": _name(pwd.getpwuid, info.st_uid),
-        "group": _name(grp.getgrgid, info.st_gid),
-    }
-    if stat.S_ISLNK(info.st_mode):
-        entry.update(type="link", target=os.readlink(path), resolved=os.path.realpath(path))
-        try:
-            info = os.stat(path)
-        except OSError:
-            return entry, None  # a link to nothing: no content
-    elif stat.S_ISDIR(info.st_mode):
-        entry["type"] = "directory"
-        if list_directories:
-            entries, problem = list_directory(path)
-            if problem:
-                return None, problem
-            entry["entries"] = entries
-    elif stat.S_ISREG(info.st_mode):
-        entry["type"] = "file"
-    else:
-        entry["type"] = "other"
-    if text and stat.S_ISREG(info.st_mode):
-        if info.st_size > max_bytes:
-            return None, f"{path} holds {info.st_size} bytes, more than max_bytes ({max_bytes})"
-        try:
-            with open(path, "rb") as handle:
-                entry["content"] = handle.read(max_bytes + 1).decode("utf-8", errors="replace")
-        except OSError as exc:
-            return None, f"{path}: {exc.strerror}"
-    return entry, None
+from ansible_collections.sparkfold.cluster.plugins.module_utils.node_files import read_entry
 
 
 def main():
@@ -234,7 +152,7 @@ def main():
     files, problems = {}, []
     wanted = [(path, True) for path in module.params["paths"]] + [(path, False) for path in module.params["stat_paths"]]
     for path, text in wanted:
-        entry, problem = read_one(path, module.params["max_bytes"], module.params["list_directories"], text)
+        entry, problem = read_entry(path, module.params["max_bytes"], module.params["list_directories"], text)
         if problem:
             problems.append(problem)
         else:

@@ -157,6 +157,7 @@ import stat
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sparkfold.cluster.plugins.module_utils.node_files import attributes
 
 SECRET_BEFORE = "(the text of a secret file, not shown)\n"
 SECRET_AFTER = "(the new text of a secret file, not shown)\n"
@@ -178,13 +179,6 @@ def _id(lookup, value):
         return lookup(value)[2]
     except KeyError:
         return int(value) if value.isdigit() else None
-
-
-def _name(lookup, number):
-    try:
-        return lookup(number)[0]
-    except KeyError:
-        return str(number)
 
 
 def plan(item, check_mode=False):
@@ -213,11 +207,7 @@ def plan(item, check_mode=False):
                 entry["before"] = handle.read()
         except OSError as exc:
             return None, f"{path}: {exc.strerror}"
-        entry["before_attrs"] = {
-            "owner": _name(pwd.getpwuid, info.st_uid),
-            "group": _name(grp.getgrgid, info.st_gid),
-            "mode": f"{stat.S_IMODE(info.st_mode):04o}",
-        }
+        entry["before_attrs"] = attributes(info)
         entry["before_ids"] = (info.st_uid, info.st_gid, stat.S_IMODE(info.st_mode))
     if entry["absent"]:
         entry["content_changed"] = info is not None
