@@ -136,6 +136,11 @@ def task(file, name):
     return next(t for t in yaml.safe_load((TASKS / file).read_text()) if t["name"] == name)
 
 
+def role_var(name):
+    """The expression of NAME in roles/fabric/vars/main.yml."""
+    return yaml.safe_load((TASKS.parent / "vars" / "main.yml").read_text())[name]
+
+
 def evaluate(expression, **variables):
     variables.setdefault("inventory_hostname", "spark-b")
     templar = Templar(loader=DataLoader(), variables=variables)
@@ -258,10 +263,8 @@ def peer_lines(read):
             "fabric_plan_result": fabric_plan(RAILS, 1)}
     variables = {"fabric_read": read, "fabric_ssh_user": "root", "hostvars": {"spark-a": peer},
                  "fabric_peers": ["spark-a"]}
-    authorize = task("ssh.yml", "Authorise each peer's fabric key, from its fabric addresses only")
-    runs = evaluate(authorize["vars"]["fabric__authorize"], **variables) == ["spark-a"]
-    pin = task("ssh.yml", "Pin each peer's host key for its fabric addresses")
-    pinned = [p["address"] for p in evaluate(pin["vars"]["fabric__pins"], **variables)]
+    runs = evaluate(role_var("fabric_ssh_authorize"), **variables) == ["spark-a"]
+    pinned = [p["address"] for p in evaluate(role_var("fabric_ssh_pins"), **variables)]
     return runs, [rail["address"] in pinned for rail in peer["fabric_plan_result"]]
 
 
@@ -295,9 +298,7 @@ def test_a_peer_without_a_key_yet_is_not_authorised_and_pins_carry_the_peer_host
     peer = {"fabric_ssh_pubkey": "", "fabric_ssh_hostkey": HOSTKEY, "fabric_plan_result": fabric_plan(RAILS, 1)}
     variables = {"fabric_read": ssh_read(), "fabric_ssh_user": "root", "hostvars": {"spark-a": peer},
                  "fabric_peers": ["spark-a"]}
-    authorize = task("ssh.yml", "Authorise each peer's fabric key, from its fabric addresses only")
-    assert evaluate(authorize["vars"]["fabric__authorize"], **variables) == []
-    pin = task("ssh.yml", "Pin each peer's host key for its fabric addresses")
-    assert evaluate(pin["vars"]["fabric__pins"], **variables) == [
+    assert evaluate(role_var("fabric_ssh_authorize"), **variables) == []
+    assert evaluate(role_var("fabric_ssh_pins"), **variables) == [
         {"peer": "spark-a", "address": "192.168.100.1", "hostkey": HOSTKEY},
         {"peer": "spark-a", "address": "192.168.101.1", "hostkey": HOSTKEY}]

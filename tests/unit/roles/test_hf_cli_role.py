@@ -41,9 +41,14 @@ def _run(tmp_path, extra, args=()):
 PIP = "Install huggingface_hub and the recipe tools' packages (pinned) into their venv"
 
 
+INSTALL = "Install hf and write the token where the read found a difference"
+
+
 def _task(out, name):
-    """The result line of the task named ``name`` (ok, changed or skipping)."""
-    return re.search(rf"TASK \[sparkfold\.cluster\.hf_cli : {re.escape(name)}\][^\n]*\n(\w+): ", out).group(1)
+    """The result line of the task named ``name`` (ok, changed or skipping), or "left out" when it did not run at all
+    (the tasks of install.yml, when main.yml's read found nothing to install or write)."""
+    found = re.search(rf"TASK \[sparkfold\.cluster\.hf_cli : {re.escape(name)}\][^\n]*\n(\w+): ", out)
+    return found.group(1) if found else "left out"
 
 
 def _link(tmp_path, target=None):
@@ -55,10 +60,11 @@ def test_a_converged_venv_skips_apt_pip_and_the_second_question_and_changes_noth
     _link(tmp_path)
     proc = _run(tmp_path, {"hf_cli_python_packages": [f"PyYAML=={importlib.metadata.version('PyYAML')}"]})
     assert proc.returncode == 0, proc.stdout[-4000:]
-    for task in ("Install the packages the venv needs", PIP, "Ask the installed hf for its version"):
-        assert _task(proc.stdout, task) == "skipping", task
-    # the first read has the link: one that points at the venv's hf is left alone
-    assert _task(proc.stdout, "Link hf where non-interactive shells find it") == "skipping"
+    # the first read found every pin and the link as they should be: install.yml is not even included
+    assert _task(proc.stdout, INSTALL) == "skipping", proc.stdout[-3000:]
+    for task in ("Install the packages the venv needs", PIP, "Ask the installed hf for its version",
+                 "Link hf where non-interactive shells find it"):
+        assert _task(proc.stdout, task) == "left out", task
     assert re.search(r"node\s+: ok=\d+\s+changed=0 ", proc.stdout), proc.stdout[-2000:]
 
 
@@ -66,7 +72,7 @@ def test_a_missing_pin_or_a_range_runs_pip(tmp_path):
     _link(tmp_path)
     for packages in (["PyYAML==0.0.1"], ["PyYAML>=1"]):
         proc = _run(tmp_path, {"hf_cli_python_packages": packages}, ["--check"])
-        assert _task(proc.stdout, PIP) != "skipping", (packages, proc.stdout[-3000:])
+        assert _task(proc.stdout, PIP) not in ("skipping", "left out"), (packages, proc.stdout[-3000:])
 
 
 def test_a_link_to_another_hf_runs_pip_and_is_repaired(tmp_path):
@@ -75,7 +81,7 @@ def test_a_link_to_another_hf_runs_pip_and_is_repaired(tmp_path):
     fake.chmod(0o755)
     _link(tmp_path, fake)
     proc = _run(tmp_path, {}, ["--check"])
-    assert _task(proc.stdout, PIP) != "skipping", proc.stdout[-3000:]
+    assert _task(proc.stdout, PIP) not in ("skipping", "left out"), proc.stdout[-3000:]
     assert _task(proc.stdout, "Link hf where non-interactive shells find it") == "changed", proc.stdout[-3000:]
 
 
@@ -91,7 +97,7 @@ def test_a_written_token_is_left_alone_and_a_changed_or_opened_one_is_written_ag
     assert _task(proc.stdout, TOKEN_WRITE) == "changed", proc.stdout[-3000:]
     assert token.read_text() == extra["hf_cli_token"] + "\n" and token.stat().st_mode & 0o777 == 0o600
     proc = _run(tmp_path, extra)
-    assert _task(proc.stdout, TOKEN_WRITE) == "skipping", proc.stdout[-3000:]
+    assert _task(proc.stdout, TOKEN_WRITE) == "left out", proc.stdout[-3000:]
     assert re.search(r"node\s+: ok=\d+\s+changed=0 ", proc.stdout), proc.stdout[-2000:]
     token.chmod(0o644)
     proc = _run(tmp_path, extra)

@@ -1,0 +1,62 @@
+# Copyright: (c) 2026, sparkfold developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Action of sparkfold.cluster.check_role_vars: a sparkfold role's variables against its argument spec, one task.
+
+Documentation: plugins/modules/check_role_vars.py.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import yaml
+from ansible.errors import AnsibleActionFail
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.plugins.action import ActionBase
+
+# The collection's roles: plugins/action/ -> the collection's root.
+ROLES_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "roles")
+
+
+def role_options(role, roles_dir=ROLES_DIR):
+    """The options of the entry point main of a sparkfold role's meta/argument_specs.yml."""
+    if not isinstance(role, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", role):
+        raise AnsibleActionFail(f"role must name a sparkfold.cluster role by its short name, e.g. fabric; got {role!r}")
+    path = os.path.join(roles_dir, role, "meta", "argument_specs.yml")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            specs = yaml.safe_load(handle) or {}
+    except FileNotFoundError as exc:
+        known = sorted(name for name in os.listdir(roles_dir)
+                       if os.path.isfile(os.path.join(roles_dir, name, "meta", "argument_specs.yml")))
+        raise AnsibleActionFail(f"sparkfold.cluster.{role} has no argument spec ({path}); the roles are: "
+                                f"{', '.join(known)}") from exc
+    try:
+        return specs["argument_specs"]["main"].get("options") or {}
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise AnsibleActionFail(f"{path} has no entry point main under argument_specs") from exc
+
+
+class ActionModule(ActionBase):
+    """Checks the role's variables as Ansible's role validation does, failing with the errors alone."""
+
+    TRANSFERS_FILES = False
+    _requires_connection = False
+    _VALID_ARGS = frozenset(("role",))
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        role = self._task.args.get("role")
+        options = role_options(role)
+        provided = self._templar.template({name: task_vars[name] for name in options if name in task_vars})
+        errors = ArgumentSpecValidator(options).validate(provided, validate_role_argument_spec=True).error_messages
+        result["changed"] = False
+        if errors:
+            result["failed"] = True
+            result["msg"] = f"sparkfold.cluster.{role} - {'; '.join(errors)}"
+        else:
+            result["msg"] = f"the variables of sparkfold.cluster.{role} match its argument spec"
+        return result

@@ -1,0 +1,70 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, sparkfold developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: check_role_vars
+short_description: Check a sparkfold role's variables against its argument spec, failing with the errors alone
+version_added: "0.1.0"
+description:
+  - Validates the variables of the sparkfold role O(role) against the options of the entry point C(main) of its
+    C(meta/argument_specs.yml), as Ansible's own role validation (M(ansible.builtin.validate_argument_spec)) does -
+    types, choices, required options, the options of list elements.
+  - On a wrong variable it fails with the errors alone, each naming its variable, for example
+    C(sparkfold.cluster.fabric - argument 'fabric_mtu' is of type str and we were unable to convert to int); Ansible's
+    own failure also prints the role's whole specification.
+  - One task on the controller, no round trip to the node. The role M(sparkfold.cluster.common) runs it for each
+    sparkfold role that depends on it.
+options:
+  role:
+    description:
+      - The short name of the sparkfold.cluster role whose variables are checked, e.g. C(fabric).
+    type: str
+    required: true
+author:
+  - sparkfold developers
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.conn
+  - ansible.builtin.action_common_attributes.flow
+attributes:
+  action:
+    support: full
+  async:
+    support: none
+  become:
+    support: none
+  bypass_host_loop:
+    support: none
+  connection:
+    support: none
+  check_mode:
+    support: full
+  delegation:
+    support: none
+  diff_mode:
+    support: none
+  platform:
+    platforms: all
+seealso:
+  - module: ansible.builtin.validate_argument_spec
+"""
+
+EXAMPLES = r"""
+- name: Check the fabric role's variables
+  sparkfold.cluster.check_role_vars:
+    role: fabric
+"""
+
+RETURN = r"""
+msg:
+  description: The errors, each naming its variable, after the role's name; or that the variables match the spec.
+  returned: always
+  type: str
+  sample: "sparkfold.cluster.fabric - argument 'fabric_mtu' is of type str and we were unable to convert to int"
+"""
