@@ -27,7 +27,7 @@ options:
     type: str
     required: true
 author:
-  - sparkfold developers
+  - sparkfold developers (@sparkfold)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.conn
