@@ -68,7 +68,9 @@ class LookupModule(LookupBase):
         for term in terms:
             path = self.find_file_in_search_path(variables, 'templates', term)
             if not path:
-                raise AnsibleError(f"sparkfold.cluster.render found no template {term!r} in the role's templates directory")
+                raise AnsibleError(
+                    f"sparkfold.cluster.render found no template {term!r} in the role's templates directory"
+                )
             text = trust_as_template(self._loader.get_text_file_contents(path))
             # Jinja's includes look beside the template first, then in each search path and its templates/.
             searchpath = [os.path.dirname(path)]

@@ -81,7 +81,8 @@ def test_a_set_ansible_managed_is_kept(tmp_path):
 
 
 def test_a_missing_template_and_an_option_are_refused(tmp_path):
-    missing = PLAYBOOK.replace("lookup('sparkfold.cluster.render', 'unit.j2')", "lookup('sparkfold.cluster.render', 'nope.j2')")
+    missing = PLAYBOOK.replace("lookup('sparkfold.cluster.render', 'unit.j2')",
+                               "lookup('sparkfold.cluster.render', 'nope.j2')")
     result = _play(tmp_path, missing)
     assert result.returncode != 0
     assert "sparkfold.cluster.render found no template 'nope.j2'" in result.stdout
