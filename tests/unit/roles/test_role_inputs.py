@@ -2,11 +2,12 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A typo in a role variable stops the play before any change, with one short message naming it.
 
-Runs ansible-playbook against localhost (no lab): the fabric role with fabric_mtu=9k (a type the
-argument spec refuses), fabric_mtu=90000 and a malformed rail CIDR (values only the fabric_plan
-filter can judge), and another role (preflight) with a size that is not a number. Ansible's own argument
-validation would print the role's whole specification (argument_spec_data); the filter's error
-would come wrapped in the templating chain.
+Runs ansible-playbook against localhost (no lab), importing the role as the playbooks do (rolespec_validate
+false): the fabric role with fabric_mtu=9k (a type the argument spec refuses), fabric_mtu=90000 and a
+malformed rail CIDR (values only the fabric_plan filter can judge), and another role (preflight) with a size
+that is not a number. Ansible's own argument validation would print the role's whole specification
+(argument_spec_data); the filter's error would come wrapped in the templating chain. A play that lists the
+role under `roles:` gets Ansible's own validation first, which still stops it before any change.
 """
 
 from __future__ import annotations
@@ -25,13 +26,16 @@ RAILS = [
 ]
 
 
-def _run(tmp_path, role, extra_vars):
+def _run(tmp_path, role, extra_vars, as_playbooks=True):
     (tmp_path / "inventory.yml").write_text(
         "sparks:\n  hosts:\n    localhost:\n      ansible_connection: local\n"
         f"      ansible_python_interpreter: {sys.executable}\n")
-    (tmp_path / "play.yml").write_text(
-        f"- name: Bad input\n  hosts: sparks\n  gather_facts: false\n"
-        f"  roles:\n    - sparkfold.cluster.{role}\n")
+    if as_playbooks:
+        plays = (f"  tasks:\n    - name: The role\n      ansible.builtin.import_role:\n"
+                 f"        name: sparkfold.cluster.{role}\n        rolespec_validate: false\n")
+    else:
+        plays = f"  roles:\n    - sparkfold.cluster.{role}\n"
+    (tmp_path / "play.yml").write_text("- name: Bad input\n  hosts: sparks\n  gather_facts: false\n" + plays)
     return run_playbook(tmp_path / "play.yml", tmp_path / "inventory.yml", tmp_path, ["-e", json.dumps(extra_vars)])
 
 
@@ -86,3 +90,10 @@ def test_the_recipe_role_as_the_playbooks_import_it_fails_short_and_named(tmp_pa
     expected = "sparkfold.cluster.recipe - argument 'recipe_overrides' is of type int"
     assert fatal["msg"].startswith(expected), fatal["msg"]
     assert "argument_spec_data" not in proc.stdout
+
+
+def test_a_role_listed_under_roles_is_stopped_by_ansibles_own_validation(tmp_path):
+    proc = _run(tmp_path, "fabric", {"fabric_mtu": "9k"}, as_playbooks=False)
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "argument 'fabric_mtu' is of type str and we were unable to convert to int" in _fatal(proc)["msg"]
+    assert re.search(r"localhost\s+: ok=0\s+changed=0\s+unreachable=0\s+failed=1", proc.stdout), proc.stdout[-800:]
