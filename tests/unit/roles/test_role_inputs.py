@@ -74,17 +74,9 @@ def test_a_wrong_variable_fails_short_and_named(tmp_path, role, extra_vars, expe
 
 
 def test_the_recipe_role_as_the_playbooks_import_it_fails_short_and_named(tmp_path):
-    # The playbooks import every role with rolespec_validate false; the recipe role has no common
-    # dependency (it runs in every play) and checks its variables when it loads the recipe.
-    (tmp_path / "inventory.yml").write_text(
-        "sparks:\n  hosts:\n    localhost:\n      ansible_connection: local\n"
-        f"      ansible_python_interpreter: {sys.executable}\n")
-    (tmp_path / "play.yml").write_text(
-        "- name: Bad input\n  hosts: sparks\n  gather_facts: false\n  tasks:\n"
-        "    - name: The recipe\n      ansible.builtin.import_role:\n        name: sparkfold.cluster.recipe\n"
-        "        rolespec_validate: false\n")
-    proc = run_playbook(tmp_path / "play.yml", tmp_path / "inventory.yml", tmp_path,
-                        ["-e", json.dumps({"recipe_overrides": 5})])
+    # The recipe role runs in every play: it checks its variables when it loads the recipe (once a run),
+    # not as the first task of its main.
+    proc = _run(tmp_path, "recipe", {"recipe_overrides": 5})
     assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
     fatal = _fatal(proc)
     expected = "sparkfold.cluster.recipe - argument 'recipe_overrides' is of type int"
