@@ -10,6 +10,7 @@ model, the memory thresholds, the smoke test and the published figures, each wit
 
 from __future__ import annotations
 
+import copy
 import re
 
 from ansible.errors import AnsibleFilterError
@@ -444,13 +445,71 @@ def _sglang_problems(recipe):
     return problems
 
 
+# The optional fields of a recipe and the value a recipe without one gets (recipe_check fills them in, so no role
+# reads a recipe field through default()). A callable takes the recipe. serve.streams is the dsv41 Zig
+# engine's own default (NATIVE: TF_DS_STREAMS "the pool's streams (4 ...)", plugins/filter/capacity.py
+# ZIG_STREAMS_DEFAULT); the sampling settings, the backend and the pools of other engines are empty: the launch
+# line of a recipe that does not name them carries nothing for them.
+OPTIONAL = {
+    'serve.window': lambda recipe: recipe['serve']['context'],
+    'serve.round_rows': 16,
+    'serve.streams': 4,
+    'serve.drafts': True,
+    'serve.max_tokens': 0,
+    'serve.kv_pool_bytes': 0,
+    'serve.temperature': '',
+    'serve.top_p': '',
+    'serve.top_k': '',
+    'serve.backend': '',
+    'serve.mtp_drafts': '',
+    'serve.max_total_tokens': '',
+    'launch.env': {},
+    'ready.json': False,
+    'capacity.prefill_floor_gib': 0,
+}
+# Optional fields of a section that only some recipes have (a recipe without the section has no such thing: no
+# kit, no per-node inputs, no Engram download): filled in only when the recipe has the section.
+OPTIONAL_IN_SECTION = {
+    'inputs.python_packages': [],
+    'engine.tree_files': [],
+    'container.image.digest': '',
+    'container.image.build.context': '/',
+    # vLLM reads its key from VLLM_API_KEY (the other container flavours must name theirs: REQUIRED).
+    'container.api_key_env': 'VLLM_API_KEY',
+}
+
+
+def _set_default(recipe, path, value, create):
+    """Set recipe[path] to value (a deep copy) when it is absent or null; create missing sections when asked."""
+    *sections, leaf = path.split('.')
+    node = recipe
+    for key in sections:
+        if not isinstance(node.get(key), dict):
+            if not create:
+                return
+            node[key] = {}
+        node = node[key]
+    if node.get(leaf) is None:
+        node[leaf] = copy.deepcopy(value(recipe) if callable(value) else value)
+
+
+def recipe_defaults(recipe):
+    """A copy of a complete recipe with every optional field present (OPTIONAL, OPTIONAL_IN_SECTION)."""
+    full = copy.deepcopy(recipe)
+    for path, value in OPTIONAL.items():
+        _set_default(full, path, value, create=True)
+    for path, value in OPTIONAL_IN_SECTION.items():
+        _set_default(full, path, value, create=False)
+    return full
+
+
 def recipe_check(recipe, name=None):
-    """Return the recipe when it is complete; else fail naming every missing or wrong field."""
+    """Return the recipe, every optional field filled in, when it is complete; else fail naming every problem."""
     problems = recipe_problems(recipe)
     if problems:
         label = name or (recipe.get('name') if isinstance(recipe, dict) else None) or 'the recipe'
         raise AnsibleFilterError(f"recipe '{label}' is incomplete: {'; '.join(problems)}")
-    return recipe
+    return recipe_defaults(recipe)
 
 
 def _render_one(text, values):

@@ -12,10 +12,12 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.sparkfold.cluster.plugins.filter.recipe import (
+    OPTIONAL,
     PLACEHOLDERS,
     REQUIRED,
     SGLANG_RING_ENV,
     FilterModule,
+    _get,
     container_run,
     recipe_check,
     recipe_problems,
@@ -163,7 +165,16 @@ def test_render_refuses_a_missing_value_and_a_list_inside_a_word():
 
 def test_check_passes_the_recipe_through():
     r = load(TP2)
-    assert recipe_check(copy.deepcopy(r)) == r
+    checked = recipe_check(copy.deepcopy(r))
+    # Every field of the recipe comes back as it was; only absent optional fields are added.
+
+    def kept(given, returned):
+        if isinstance(given, dict):
+            return all(key in returned and kept(value, returned[key]) for key, value in given.items())
+        return given == returned
+
+    assert kept(r, checked)
+    assert checked != r
 
 
 TP4 = ROOT / 'roles' / 'recipe' / 'recipes' / 'dsv41-flash-tp4-zig.yml'
@@ -510,3 +521,49 @@ def test_ring_recipe_follows_start_tp4_sh():
     assert '/opt/nccl/libnccl.so.2.30.7:' + overlay['target'] + ':ro' in run
     assert run[-4:] == ['img:1', '-u', '/opt/dsv41/boot.py', 'run'] and '--privileged' in run
     assert run[run.index('--entrypoint') + 1] == 'python3'
+
+
+@pytest.mark.parametrize('path', RECIPES, ids=[p.stem for p in RECIPES])
+def test_recipe_check_fills_in_every_optional_field(path):
+    recipe = load(path)
+    checked = recipe_check(copy.deepcopy(recipe))
+    for field in OPTIONAL:
+        found, _value = _get(checked, field)
+        assert found, field
+    # A field the recipe sets keeps its value; the recipe passed in is not changed.
+    assert checked['serve']['context'] == recipe['serve']['context']
+    assert recipe == load(path)
+    if 'container' in recipe:
+        assert _get(checked, 'container.image.digest')[0]
+        assert _get(checked, 'container.api_key_env')[0]
+    if 'engine' in recipe:
+        assert isinstance(checked['engine']['tree_files'], list)
+
+
+def test_recipe_check_defaults_are_the_documented_ones():
+    recipe = load(VLLM)
+    for field in ('window', 'round_rows', 'streams', 'max_tokens', 'drafts'):
+        recipe['serve'].pop(field, None)
+    recipe['launch'].pop('env', None)
+    recipe['container'].pop('api_key_env', None)
+    checked = recipe_check(recipe)
+    assert checked['serve']['window'] == recipe['serve']['context']
+    # One default for the streams, the Zig engine's own (a role once read 4 here and 1 there).
+    assert checked['serve']['streams'] == 4
+    assert checked['serve']['round_rows'] == 16
+    assert checked['serve']['max_tokens'] == 0
+    assert checked['serve']['drafts'] is True
+    assert checked['launch']['env'] == {}
+    assert checked['container']['api_key_env'] == 'VLLM_API_KEY'
+    # A section only some recipes have is not made up for a recipe without it.
+    assert 'engine' not in checked and 'kit' not in checked and 'inputs' not in checked
+
+
+def test_recipe_check_keeps_a_recipe_value_over_the_default():
+    recipe = load(TP2)
+    recipe['serve']['streams'] = 2
+    recipe['serve']['parallel'] = 2
+    recipe['serve']['window'] = recipe['serve']['context'] * 2
+    checked = recipe_check(recipe)
+    assert checked['serve']['streams'] == 2
+    assert checked['serve']['window'] == recipe['serve']['context'] * 2
