@@ -43,6 +43,10 @@ from ansible_collections.sparkfold.cluster.plugins.module_utils.snapshot_plan im
 FATAL_KINDS = ("gated", "bad_token", "repo_not_found", "revision_not_found", "disk")
 STAGED = "staged"  # fetch_one's answer during a switch: verified, waiting in the partial-download folder
 STATUS = {PRESENT: "present", MISSING: "downloaded", BAD: "refetched"}
+MARKED_INCOMPLETE = (
+    "The manifest lists the files not fetched as pending, so the store counts as incomplete (store_verify fails "
+    "on it) until a run fetches them."
+)
 
 
 class HubSnapshot(SnapshotPlanner):
@@ -167,7 +171,10 @@ class HubSnapshot(SnapshotPlanner):
                 manifest_changed = False
             else:
                 self._drop_stale_corrupt(selected, states)
-                manifest_changed = self._write_manifest(manifest, records)
+                # what could not be put in place is named in the manifest: the store is incomplete until a run
+                # fetches it, whatever the records of the other files say (store_verify fails on it)
+                pending = [path for path in by_path if path not in records and states[path] in (MISSING, BAD)]
+                manifest_changed = self._write_manifest(manifest, records, pending)
             changed = self.downloaded > 0 or moved or manifest_changed
             failure = self._failure(errors, fetch, len(staged) + sum(1 for e in fetch if e["path"] in records))
             failure.details.update(
@@ -265,10 +272,11 @@ class HubSnapshot(SnapshotPlanner):
             )
         elif fetched:
             kept = (
-                f" The {fetched} files fetched were verified and kept; partial downloads are resumed by the next run."
+                f" The {fetched} files fetched were verified and kept; partial downloads are resumed by the next run. "
+                f"{MARKED_INCOMPLETE}"
             )
         else:
-            kept = " Partial downloads are kept and resumed by the next run."
+            kept = f" Partial downloads are kept and resumed by the next run. {MARKED_INCOMPLETE}"
         fatal = [exc for exc in errors if exc.kind in FATAL_KINDS]
         if fatal:
             return HubError(fatal[0].msg + "." + kept, kind=fatal[0].kind)
@@ -344,17 +352,18 @@ class HubSnapshot(SnapshotPlanner):
                 except OSError as exc:
                     self.module.warn(f"could not remove {corrupt}: {exc}")
 
-    def _substance(self, records):
+    def _substance(self, records, pending=()):
         return substance(
-            {"repo_id": self.repo_id, "repo_type": self.repo_type, "commit": self.commit, "files": records}
+            {"repo_id": self.repo_id, "repo_type": self.repo_type, "commit": self.commit, "files": records,
+             "pending": pending}
         )
 
-    def _manifest_differs(self, manifest, records):
+    def _manifest_differs(self, manifest, records, pending=()):
         if not records and manifest is None:
             return False
-        return substance(manifest) != self._substance(records)
+        return substance(manifest) != self._substance(records, pending)
 
-    def _write_manifest(self, manifest, records):
+    def _write_manifest(self, manifest, records, pending=()):
         """Write the manifest when its text changes; return whether its substance changed.
 
         First the folders that files were moved into are fsynced (one fsync per folder, not per file), so that
@@ -365,7 +374,7 @@ class HubSnapshot(SnapshotPlanner):
         self._renamed_in.clear()
         if not records and manifest is None:
             return False
-        text = render_manifest(self.repo_id, self.repo_type, self.commit, records)
+        text = render_manifest(self.repo_id, self.repo_type, self.commit, records, pending)
         try:
             with open(self.manifest_path, encoding="utf-8") as handle:
                 current = handle.read()
@@ -377,7 +386,7 @@ class HubSnapshot(SnapshotPlanner):
                 write_atomic(self.manifest_path, text)
             except OSError as exc:
                 raise HubError(f"cannot write {self.manifest_path}: {exc}", kind="io") from exc
-        return self._manifest_differs(manifest, records)
+        return self._manifest_differs(manifest, records, pending)
 
     def _diff(self, before_files, selected):
         return {

@@ -43,6 +43,10 @@ description:
   - Within one commit, a file in the store that fails verification (wrong size or hash, a symlink, a partial
     copy) is renamed to C(<file>.corrupt) and fetched again; the C(.corrupt) copy is deleted once a good copy is
     in place. During a switch it stays until the new file replaces it.
+  - A run that cannot put a file of the selection in place (a download or a repair that fails) lists it under
+    C(pending) in the manifest (and drops its record): the store counts as incomplete, and
+    M(sparkfold.cluster.store_verify) fails naming the file, until a run fetches it. A store is complete only when
+    every selected file of the commit is present and verified.
 author:
   - sparkfold developers (@sparkfold)
 options:

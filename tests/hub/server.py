@@ -19,7 +19,8 @@ token), RevisionNotFound (404, "Invalid rev id: <rev>"), EntryNotFound (404), Ga
 without an error code, as on the Hub.
 
 Faults (a Hub or CDN that misbehaves), see `Fault`: "hang" (no answer at all), "stall" (a file's headers and
-first bytes, then nothing), "trickle" (a file's bytes a few at a time), besides `cut_after`.
+first bytes, then nothing), "trickle" (a file's bytes a few at a time), "gone" (404 EntryNotFound: a blob the
+Hub or its CDN lost), besides `cut_after`.
 
 Script: python3 server.py --root DIR [--port 8080] [--host 127.0.0.1] [--cut-after REPO/PATH=N ...]
 [--fault REGEX=MODE ...] builds the fixture hub into DIR (or loads it if DIR/hub.json exists) and serves
@@ -69,11 +70,12 @@ class Fault:
     mode "hang": no answer at all; the connection stays open until the server stops or `hold` seconds pass.
     mode "stall": a file GET sends its headers and `after` body bytes, then nothing (as long as "hang").
     mode "trickle": a file GET sends its headers and `after` body bytes, then `step` bytes every `interval` s.
+    mode "gone": the request is answered 404 EntryNotFound (a file the Hub lists but can no longer serve).
     times: how many requests it affects (None: every one); methods: the HTTP methods it affects.
     `hits` counts the requests it affected.
     """
 
-    MODES = ("hang", "stall", "trickle")
+    MODES = ("hang", "stall", "trickle", "gone")
 
     def __init__(self, pattern: str, mode: str, times: int | None = None, methods=("GET", "HEAD", "POST"),
                  after: int = 0, step: int = 1024, interval: float = 0.05, hold: float = 60.0):
@@ -543,6 +545,8 @@ class HubHandler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         try:
+            if self._fault is not None and self._fault.mode == "gone":
+                raise HubError(404, "Entry not found", "EntryNotFound")
             self._route()
         except HubError as err:
             self._error(err)
@@ -762,7 +766,7 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="REGEX=MODE",
-        help="requests whose path matches REGEX hang, stall or trickle (see Fault; repeatable)",
+        help="requests whose path matches REGEX hang, stall, trickle or are gone (see Fault; repeatable)",
     )
     parser.add_argument("--access-log", action="store_true", help="print one line per request on stdout")
     args = parser.parse_args(argv)
