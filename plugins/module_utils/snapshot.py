@@ -20,7 +20,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from ansible_collections.sparkfold.cluster.plugins.module_utils.hub import HubError, describe_hub_error
-from ansible_collections.sparkfold.cluster.plugins.module_utils.hub_download import DEFAULT_STALL_TIMEOUT, Downloader
+from ansible_collections.sparkfold.cluster.plugins.module_utils.hub_download import Downloader
+from ansible_collections.sparkfold.cluster.plugins.module_utils.hub_timeouts import DEFAULT_STALL_TIMEOUT
 from ansible_collections.sparkfold.cluster.plugins.module_utils.manifest import (
     BAD,
     MISSING,

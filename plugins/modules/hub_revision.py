@@ -94,6 +94,7 @@ extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - sparkfold.cluster.hub
   - sparkfold.cluster.hub.repo
+  - sparkfold.cluster.hub.timeouts
 attributes:
   check_mode:
     support: full
@@ -224,7 +225,8 @@ force_pushed:
 hub_error:
   description:
     - On failure, the kind of Hub failure - V(revision_not_found), V(ambiguous_revision), V(repo_not_found), V(gated),
-      V(bad_token), V(files_mismatch), V(http), V(network) or V(token_file).
+      V(bad_token), V(files_mismatch), V(http), V(network), V(timeout) (the Hub did not answer within O(connect_timeout)
+      or O(read_timeout), or its answer trickled past O(stall_timeout)), V(token_file) or V(args).
   returned: failure
   type: str
   sample: revision_not_found
@@ -244,12 +246,14 @@ from ansible_collections.sparkfold.cluster.plugins.module_utils.hub import (
     short_sha,
 )
 from ansible_collections.sparkfold.cluster.plugins.module_utils.hub_refs import check_pin
+from ansible_collections.sparkfold.cluster.plugins.module_utils.hub_timeouts import HUB_TIMEOUT_ARG_SPEC
 
 MAX_LISTED_PROBLEMS = 20
 
 
 def argument_spec():
     spec = dict(HUB_COMMON_ARG_SPEC)
+    spec.update(HUB_TIMEOUT_ARG_SPEC)
     spec.update(
         on_missing={"type": "str", "default": "fail", "choices": ["fail", "branch_head_if_files_match"]},
         fallback_branch={"type": "str", "default": "main"},
@@ -322,8 +326,8 @@ def main():
 
     try:
         api, endpoint, token = hub_client(params)
-    except HubError as exc:
-        module.fail_json(msg=exc.msg, hub_error="token_file")
+    except HubError as exc:  # a timeout option out of range, or an empty token_file
+        module.fail_json(msg=exc.msg, hub_error="args" if exc.kind == "args" else "token_file")
 
     repo_id, revision, repo_type = params["repo_id"], params["revision"], params["repo_type"]
     policy = None

@@ -69,7 +69,8 @@ class Fault:
 
     mode "hang": no answer at all; the connection stays open until the server stops or `hold` seconds pass.
     mode "stall": a file GET sends its headers and `after` body bytes, then nothing (as long as "hang").
-    mode "trickle": a file GET sends its headers and `after` body bytes, then `step` bytes every `interval` s.
+    mode "trickle": a file GET (or an API answer) sends its headers and `after` body bytes, then `step` bytes
+    every `interval` s.
     mode "gone": the request is answered 404 EntryNotFound (a file the Hub lists but can no longer serve).
     times: how many requests it affects (None: every one); methods: the HTTP methods it affects.
     `hits` counts the requests it affected.
@@ -452,8 +453,20 @@ class HubHandler(BaseHTTPRequestHandler):
         for k, v in (headers or {}).items():
             self.send_header(k, v)
         self.end_headers()
-        if self.command != "HEAD":
+        if self.command == "HEAD":
+            return
+        fault = getattr(self, "_fault", None)
+        if fault is None or fault.mode != "trickle":
             self.wfile.write(body)
+            return
+        sent = 0  # an API answer that trickles: `after` bytes, then `step` bytes every `interval` s
+        while sent < len(body):
+            size = fault.after - sent if sent < fault.after else fault.step
+            self.wfile.write(body[sent : sent + size])
+            self.wfile.flush()
+            sent += size
+            if sent >= fault.after and self.hub_server.released.wait(fault.interval):
+                break
 
     def _json(self, obj, status: int = 200, headers: dict[str, str] | None = None) -> None:
         self._send(status, json.dumps(obj).encode(), headers)

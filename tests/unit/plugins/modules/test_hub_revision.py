@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Unit tests for sparkfold.cluster.hub_revision, run in-process against the offline Hub (tests/hub)."""
 
+import time
+
 import pytest
 from ansible.module_utils.basic import missing_required_lib
 from ansible_collections.sparkfold.cluster.plugins.module_utils import hub
@@ -600,3 +602,42 @@ def test_squashed_and_normal_histories_are_not_called_force_pushed(run, hub_serv
     assert kind == "fail"
     assert result["force_pushed"] is None
     assert "force-pushed" not in result["msg"]
+
+
+# ---- timeouts (issue 26 item 3): the options of hub_snapshot, and messages that name them ------------------
+SLACK = 3.0  # seconds a slow machine may add to a deadline
+
+
+def test_a_silent_hub_fails_after_read_timeout_naming_the_option(run, hub_server):
+    fault = hub_server.add_fault(r"^/api/models/", "hang")
+    start = time.monotonic()
+    kind, result, _warnings = run({"repo_id": QUANT, "revision": QUANT_PIN, "endpoint": hub_server.url,
+                                   "read_timeout": 0.5})
+    took = time.monotonic() - start
+    assert kind == "fail", result
+    assert fault.hits == 1 and took < 0.5 + SLACK
+    assert result["hub_error"] == "timeout"
+    assert "gave up after waiting 0.5 s" in result["msg"] and "read_timeout=0.5" in result["msg"]
+    assert "raise read_timeout" in result["msg"]
+
+
+def test_a_trickling_hub_answer_is_cut_off_by_stall_timeout(run, hub_server):
+    """The answer's headers come at once, then 64 bytes every 50 ms: no read waits long, the answer never ends."""
+    hub_server.add_fault(r"^/api/models/[^/]+/[^/]+/revision/", "trickle", step=64, interval=0.05)
+    start = time.monotonic()
+    kind, result, _warnings = run({"repo_id": QUANT, "revision": QUANT_PIN, "endpoint": hub_server.url,
+                                   "stall_timeout": 0.5})
+    took = time.monotonic() - start
+    assert kind == "fail", result
+    assert took < 0.5 + SLACK
+    assert result["hub_error"] == "timeout"
+    assert "stall_timeout=0.5" in result["msg"] and "raise stall_timeout" in result["msg"]
+    assert "read_timeout" not in result["msg"]
+
+
+@pytest.mark.parametrize("option", ["connect_timeout", "read_timeout", "stall_timeout"])
+def test_timeouts_must_be_positive(run, hub_server, option):
+    kind, result, _warnings = run({"repo_id": QUANT, "endpoint": hub_server.url, option: 0})
+    assert kind == "fail" and result["hub_error"] == "args", result
+    assert option in result["msg"]
+    assert hub_server.requests == []
