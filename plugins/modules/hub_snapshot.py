@@ -34,6 +34,11 @@ description:
     A switch that fails (network, hash, disk, a killed run) leaves the previous commit complete, verified and
     recorded as it was; the next run resumes the downloads and then switches. RV(previous_commit) tells that a
     switch happened.
+  - A switch killed inside its final move (some new files moved into place, the manifest not yet rewritten) is
+    told by its journal, C(<local_dir>/.cache/huggingface/.sparkfold-switch.json), written before the first move.
+    A later run for the new commit goes on with it; a run for any other commit (a rollback) deletes the files the
+    switch moved in that its selection lacks and fetches again those it has (whatever O(verify) says), so the
+    store holds exactly one revision. The journal is removed once a run completes.
   - Within one commit no verified file is deleted, and files of O(local_dir) outside the selection are left
     alone (narrowing O(allow_patterns) keeps the records of files verified before). Files never recorded in the
     manifest are left alone, switch or not.
@@ -211,8 +216,9 @@ previous_commit:
   sample: 9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b
 removed:
   description:
-    - Repository paths of the previous commit deleted by a switch because the new selection lacks them (in check
-      mode, those a real run would delete). Empty when no switch happened.
+    - Repository paths of the previous commit deleted by a switch because the new selection lacks them, and those a
+      killed switch had moved in that this run's commit lacks (in check mode, those a real run would delete). Empty
+      when no switch happened.
   returned: always
   type: list
   elements: str
