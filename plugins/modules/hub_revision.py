@@ -213,8 +213,10 @@ force_pushed:
   description:
     - On a missing revision, when the history of O(fallback_branch) looks force-pushed (and not super-squashed) -
       C(branch), C(root) (C(commit), C(date), C(title) of its oldest commit), C(created_at) (when the repo was
-      created, set when that is the sign, else null) and C(unrelated_tags) (tags that share no commit with the
-      branch); else null.
+      created, set when that is the sign, else null), C(unrelated_tags) (tags that share no commit with the
+      branch) and C(diverged_tags) (tags that no branch contains whose history the branch shares only up to an
+      older commit, the sign of a branch reset to that commit with new commits on top; each C(name), C(commit) and
+      C(reset_to) (C(commit), C(date), C(title) of the newest commit they share)); else null.
   returned: failure
   type: dict
   sample:
@@ -222,6 +224,7 @@ force_pushed:
     root: {commit: 9c0e4b2a1d3f5e7a9b1c3d5e7f9a1b3c5d7e9f1a, date: "2026-02-01T00:00:00+00:00", title: Upload quant}
     created_at: "2026-01-05T10:00:00+00:00"
     unrelated_tags: [v1.0]
+    diverged_tags: []
 hub_error:
   description:
     - On failure, the kind of Hub failure - V(revision_not_found), V(ambiguous_revision), V(repo_not_found), V(gated),
