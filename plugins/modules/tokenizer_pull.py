@@ -182,7 +182,7 @@ base_commit:
 hub_error:
   description: On a Hub failure, its kind (as in M(sparkfold.cluster.hub_revision)), or V(tokenizer_missing) when
     neither repo has the files, V(no_base_model) when the card names no base model, V(verify) when a download did
-    not match the Hub's listing.
+    not match the Hub's listing, V(stalled) when a download trickled past O(stall_timeout) twice in a row.
   returned: failure
   type: str
   sample: tokenizer_missing
