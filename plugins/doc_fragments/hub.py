@@ -47,8 +47,8 @@ options:
     choices: [model, dataset, space]
 """
 
-    # connect_timeout and read_timeout: module_utils/hub_timeouts.py HUB_TIMEOUT_ARG_SPEC, applied to
-    # every Hub call by hub_client (which uses their defaults in modules without these options).
+    # connect_timeout, read_timeout and stall_timeout: module_utils/hub_timeouts.py HUB_TIMEOUT_ARG_SPEC, which
+    # every Hub module takes; hub_client applies them to every Hub call, module_utils/hub_download.py to downloads.
     TIMEOUTS = r"""
 options:
   connect_timeout:
@@ -63,6 +63,16 @@ options:
       - Seconds to wait for an answer, or for the next bytes of one, on an open connection to the Hub or its CDN,
         for every call to the Hub. A Hub or proxy that accepts the connection and never answers fails the task
         after this long instead of hanging it.
+    type: float
+    default: 60
+  stall_timeout:
+    description:
+      - Seconds within which an answer of the Hub, or a file being downloaded, must bring 1 MiB (or the rest of it).
+        One slower than that (a Hub, CDN or proxy that trickles bytes), or one that brings nothing for this long, is
+        cut off, and the failure names this option.
+      - A download cut off is tried again at once from the bytes it has; when the second attempt in a row stalls
+        too, the file is given up with kind V(stalled) (or V(timeout) when nothing came).
+      - The read timeout of downloads is the lower of this and O(read_timeout).
     type: float
     default: 60
 """

@@ -310,8 +310,17 @@ def missing_revision_error(api, repo_id, revision, repo_type, endpoint, fallback
             count = len(histories.get(head["commit"]) or [])
             msg += (
                 f" The history of {fallback_branch} ({count} commit{'s' if count != 1 else ''}) does not look "
-                f"super-squashed; check {revision} for a typo."
+                "super-squashed"
             )
+            if is_full_sha(revision):  # a pasted full commit: a rewrite is as likely as a typo
+                msg += (
+                    f", and no tag or date tells of a force-push. Either {revision} is mistyped, or "
+                    f"{fallback_branch} was force-pushed (reset to an older commit with new commits on top, which "
+                    "leaves no other trace) and the commit removed from the Hub: compare it with where you took it "
+                    "from."
+                )
+            else:
+                msg += f"; check {revision} for a typo."
     fallback = next((r for r in refs["branches"] if r["name"] == fallback_branch), None)
     pin = f" (for example revision: {fallback['commit']}, the head of {fallback_branch})" if fallback else ""
     if remedy is None:

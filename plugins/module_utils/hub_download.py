@@ -18,6 +18,7 @@ from urllib.parse import urlparse
 
 from ansible_collections.sparkfold.cluster.plugins.module_utils.hub import HubError, describe_hub_error
 from ansible_collections.sparkfold.cluster.plugins.module_utils.hub_timeouts import (
+    STALL_BYTES,
     describe_timeout,
     http_lib,
     http_timeout,
@@ -40,9 +41,7 @@ TRANSIENT_HTTP_ERRORS = (http_lib.TransportError,) if http_lib is not None else 
 LIBRARY_NAME = "sparkfold-hub_snapshot"
 # Seconds between attempts when a download stops early without new bytes (then the file fails; the next run resumes).
 RETRY_DELAYS = (1, 2, 4, 8, 8)
-DEFAULT_STALL_TIMEOUT = 60.0
-# An attempt must bring this many bytes (or the rest of the file) every stall_timeout seconds.
-STALL_BYTES = 1024 * 1024
+# An attempt must bring STALL_BYTES (or the rest of the file) every stall_timeout seconds (DEFAULT_STALL_TIMEOUT, 60).
 # Stalled or timed-out attempts in a row after which the file is given up (its partial download is kept).
 STALL_ATTEMPTS = 2
 

@@ -4,7 +4,8 @@
 """What a Hub revision is, and what happened to one that is gone (used by module_utils/hub.py and the Hub modules).
 
 - force_pushed / describe_force_push: a pinned commit the Hub no longer has, in a repository whose branch was
-  replaced by unrelated commits (a force-push; the super-squash is told apart by hub.super_squashed first);
+  replaced by unrelated commits, or reset to an older commit with new commits on top (a force-push; the
+  super-squash is told apart by hub.super_squashed first);
 - revision_kind / unpinned_revision_warning: a branch or a tag given where a pin is expected.
 
 Nothing here imports huggingface_hub: the functions take the HfApi object (or what list_refs returned) as input.
@@ -47,17 +48,20 @@ def _commit(info):
 
 
 def force_pushed(api, repo_id, repo_type, refs, histories, branch="main"):
-    """Signs that branch was replaced by unrelated commits (a force-push), or None when there are none.
+    """Signs that branch was rewritten by a force-push, or None when there are none.
 
-    refs and histories are what list_refs filled in. Two signs count:
+    refs and histories are what list_refs filled in. Three signs count:
 
     - the oldest commit of branch is dated more than FORCE_PUSH_SLACK after the repository was created
       (the created_at of repo_info): the branch's history no longer reaches back to the repository's start;
-    - a tag whose history shares no commit with branch: the branch left the history the tag was made on.
+    - a tag whose history shares no commit with branch: the branch left the history the tag was made on;
+    - a tag that no branch contains, whose history shares older commits with branch (a rebase-style push:
+      branch reset to an older commit, new commits on top): the branch dropped the commits the tag was made on.
 
     Returns {branch, root ({commit, date, title} of the oldest commit of branch), created_at (ISO 8601 or None),
-    unrelated_tags (names)}. Other branches do not count: quant repos keep a branch per size, often without
-    common history.
+    unrelated_tags (names), diverged_tags ([{name, commit, reset_to: {commit, date, title} of the newest commit
+    the tag shares with branch}])}. Other branches do not count as signs: quant repos keep a branch per size,
+    often without common history; a tag that one of them contains is not counted as diverged.
     """
     head = next((r for r in refs.get("branches", []) if r["name"] == branch), None)
     history = histories.get(head["commit"]) if head else None
@@ -69,19 +73,30 @@ def force_pushed(api, repo_id, repo_type, refs, histories, branch="main"):
         for tag in refs.get("tags", [])
         if histories.get(tag["commit"]) and not ids & {c.commit_id for c in histories[tag["commit"]]}
     ]
+    branch_ids = set()
+    for ref in refs.get("branches", []):
+        branch_ids.update(c.commit_id for c in histories.get(ref["commit"]) or [])
+    diverged = []
+    for tag in refs.get("tags", []):
+        if tag["commit"] in branch_ids or tag["name"] in unrelated:
+            continue
+        fork = next((c for c in histories.get(tag["commit"]) or [] if c.commit_id in ids), None)
+        if fork is not None:
+            diverged.append({"name": tag["name"], "commit": tag["commit"], "reset_to": _commit(fork)})
     oldest = history[-1]
     created = None
     with contextlib.suppress(Exception):  # a help for the message: without it only the tags can tell
         created = getattr(api.repo_info(repo_id, repo_type=repo_type), "created_at", None)
     started = getattr(oldest, "created_at", None)
     late = bool(created and started and started - created > FORCE_PUSH_SLACK)
-    if not late and not unrelated:
+    if not late and not unrelated and not diverged:
         return None
     return {
         "branch": branch,
         "root": _commit(oldest),
         "created_at": created.isoformat() if late else None,
         "unrelated_tags": unrelated,
+        "diverged_tags": diverged,
     }
 
 
@@ -97,9 +112,23 @@ def describe_force_push(forced, revision):
     if forced["unrelated_tags"]:
         tags = ", ".join(forced["unrelated_tags"])
         signs.append(f"it shares no commit with tag{'s' if len(forced['unrelated_tags']) > 1 else ''} {tags}")
+    for tag in forced.get("diverged_tags") or []:
+        base = tag["reset_to"]
+        signs.append(
+            f"it no longer contains tag {tag['name']} ({tag['commit'][:7]}), whose history it shares only up to "
+            f"{base['commit'][:7]} ({format_date(base['date'])}, \"{base['title']}\")"
+        )
+    if forced["created_at"] or forced["unrelated_tags"]:
+        what = f"{branch} was replaced by unrelated commits, so older commits such as {revision}"
+    else:
+        base = forced["diverged_tags"][0]["reset_to"]
+        what = (
+            f"{branch} was reset to an older commit ({base['commit'][:7]} or before) and new commits were put on "
+            f"top, so the commits it had after that, such as {revision},"
+        )
     return (
-        f" The history of {branch} looks force-pushed: {'; '.join(signs)}. {branch} was replaced by unrelated "
-        f"commits, so older commits such as {revision} were removed from the Hub and will not come back."
+        f" The history of {branch} looks force-pushed: {'; '.join(signs)}. {what} were removed from the Hub and "
+        "will not come back."
     )
 
 

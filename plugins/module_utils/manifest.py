@@ -9,6 +9,8 @@ equal to the Hub's listing, the manifest records its size, its mtime in nanoseco
 hash the Hub publishes for it: the sha256 of an LFS file, the git blob id (sha1 of
 ``blob <size>\\0`` + content) of any other. A later run trusts a file whose size, mtime and
 recorded hash still agree with the manifest and with the Hub's listing, without reading it.
+Files of the selection that a run could not put in place (a download or a repair that failed) are
+listed under ``pending``: a store with pending files is incomplete, whatever its records say.
 
 Everything here is pure (paths, stat results and text in, values out) except the hashing and
 the atomic write helpers; nothing imports huggingface_hub.
@@ -238,16 +240,24 @@ def parse_manifest(text):
         if not any(isinstance(record.get(kind), str) for kind in HASH_KINDS):
             raise ManifestError(f"record of {record['path']} has no sha256 or blob_id")
         records[record["path"]] = record
+    pending = data.get("pending", [])
+    if not isinstance(pending, list) or not all(isinstance(path, str) for path in pending):
+        raise ManifestError("'pending' is not a list of paths")
     return {
         "repo_id": data.get("repo_id"),
         "repo_type": data.get("repo_type"),
         "commit": data.get("commit"),
         "files": records,
+        "pending": sorted(set(pending)),
     }
 
 
-def render_manifest(repo_id, repo_type, commit, records):
-    """Manifest text: stable key order and file order, so equal content gives equal bytes."""
+def render_manifest(repo_id, repo_type, commit, records, pending=()):
+    """Manifest text: stable key order and file order, so equal content gives equal bytes.
+
+    ``pending``: paths of the selection that the store lacks (a failed download or repair); written only
+    when there are some, so the manifest of a complete store is the same text as before the key existed.
+    """
     data = {
         "version": MANIFEST_VERSION,
         "repo_id": repo_id,
@@ -255,6 +265,8 @@ def render_manifest(repo_id, repo_type, commit, records):
         "commit": commit,
         "files": [records[path] for path in sorted(records)],
     }
+    if pending:
+        data["pending"] = sorted(set(pending))
     return json.dumps(data, indent=1, sort_keys=True) + "\n"
 
 
@@ -266,7 +278,8 @@ def substance(manifest):
         path: {key: value for key, value in record.items() if key != "verified_at"}
         for path, record in manifest["files"].items()
     }
-    return (manifest.get("repo_id"), manifest.get("repo_type"), manifest.get("commit"), files)
+    pending = tuple(sorted(manifest.get("pending") or ()))
+    return (manifest.get("repo_id"), manifest.get("repo_type"), manifest.get("commit"), files, pending)
 
 
 def carry_over(old_records, selected_paths, stat_of):

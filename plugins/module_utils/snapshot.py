@@ -8,7 +8,9 @@ Within one commit, each verified file is moved into place as soon as it is compl
 manifest records another commit, or another repository) must never leave a mixed store: the new commit's
 files that differ are downloaded and verified in the partial-download folder first, and only when all of
 them are there are they moved into place, the previous commit's files that the new selection lacks deleted
-and the manifest rewritten. A switch that fails leaves the previous commit as it was.
+and the manifest rewritten. A switch that fails leaves the previous commit as it was. A switch killed inside
+its final move is told by its journal (module_utils/snapshot_journal.py): a later run for another commit (a
+rollback) deletes or fetches again every file it had moved in, so the store holds one revision.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from ansible_collections.sparkfold.cluster.plugins.module_utils.hub import HubError, describe_hub_error
-from ansible_collections.sparkfold.cluster.plugins.module_utils.hub_download import DEFAULT_STALL_TIMEOUT, Downloader
+from ansible_collections.sparkfold.cluster.plugins.module_utils.hub_download import Downloader
+from ansible_collections.sparkfold.cluster.plugins.module_utils.hub_timeouts import DEFAULT_STALL_TIMEOUT
 from ansible_collections.sparkfold.cluster.plugins.module_utils.manifest import (
     BAD,
     MISSING,
@@ -36,6 +39,13 @@ from ansible_collections.sparkfold.cluster.plugins.module_utils.manifest import 
     write_atomic,
 )
 from ansible_collections.sparkfold.cluster.plugins.module_utils.progress_file import SnapshotProgress as Progress
+from ansible_collections.sparkfold.cluster.plugins.module_utils.snapshot_journal import (
+    journal_path,
+    journal_text,
+    moved_in,
+    read_journal,
+    write_journal,
+)
 from ansible_collections.sparkfold.cluster.plugins.module_utils.snapshot_lock import store_lock
 from ansible_collections.sparkfold.cluster.plugins.module_utils.snapshot_plan import SnapshotPlanner
 
@@ -43,6 +53,10 @@ from ansible_collections.sparkfold.cluster.plugins.module_utils.snapshot_plan im
 FATAL_KINDS = ("gated", "bad_token", "repo_not_found", "revision_not_found", "disk")
 STAGED = "staged"  # fetch_one's answer during a switch: verified, waiting in the partial-download folder
 STATUS = {PRESENT: "present", MISSING: "downloaded", BAD: "refetched"}
+MARKED_INCOMPLETE = (
+    "The manifest lists the files not fetched as pending, so the store counts as incomplete (store_verify fails "
+    "on it) until a run fetches them."
+)
 
 
 class HubSnapshot(SnapshotPlanner):
@@ -56,6 +70,8 @@ class HubSnapshot(SnapshotPlanner):
         self.previous_commit = None
         self.switching = False
         self._renamed_in = set()  # folders with files moved into place since their last fsync
+        self.journal_path = journal_path(self.local_dir)
+        self._journal_seen = False  # a switch journal exists: removed once this run completes
 
     @property
     def downloaded(self):
@@ -97,7 +113,11 @@ class HubSnapshot(SnapshotPlanner):
 
     def _run_locked(self, selected, manifest, progress, check_mode):
         by_path = {entry["path"]: entry for entry in selected}
+        strays, suspects = self._interrupted_switch(manifest, by_path)
         states, fresh = self.plan(selected, manifest, progress)
+        for item in suspects:  # trusted unread (verify=none), yet the content of the commit a killed switch sought
+            if states[item["path"]] == PRESENT and item["path"] not in fresh:
+                states[item["path"]] = BAD
         fetch = [by_path[path] for path in sorted(states) if states[path] in (MISSING, BAD)]
         needed = bytes_to_fetch(fetch, self.partial_sizes(fetch))
         self.check_disk(needed)
@@ -117,7 +137,7 @@ class HubSnapshot(SnapshotPlanner):
             records.update(carry_over(old_records, set(by_path), self._stat))
             remove = []
         before_files = [dict(by_path[path]) for path, state in states.items() if state == PRESENT]
-        before_files += [old_records[path] for path in remove]
+        before_files += [old_records[path] for path in remove] + strays
 
         result = {
             "changed": False,
@@ -128,18 +148,20 @@ class HubSnapshot(SnapshotPlanner):
             "local_dir": self.local_dir,
             "downloaded_bytes": 0,
             "files": [dict(entry, status=STATUS[states[entry["path"]]]) for entry in selected],
-            "removed": remove,
+            "removed": sorted(remove + [item["path"] for item in strays]),
         }
         if check_mode:
             result["would_download"] = [entry["path"] for entry in fetch]
             result["download_bytes"] = needed
-            result["changed"] = bool(fetch or remove) or self._manifest_differs(manifest, records)
+            result["changed"] = bool(fetch or remove or strays) or self._manifest_differs(manifest, records)
             if self.module._diff:
                 result["diff"] = self._diff(before_files, selected)
             return result
 
         errors, staged = [], []
-        moved = False
+        moved = bool(strays)
+        for item in strays:  # files of the commit a killed switch sought, which this commit lacks
+            self._remove(item["path"])
         progress.update(
             force=True,
             files_done=len(selected) - len(fetch),
@@ -167,7 +189,10 @@ class HubSnapshot(SnapshotPlanner):
                 manifest_changed = False
             else:
                 self._drop_stale_corrupt(selected, states)
-                manifest_changed = self._write_manifest(manifest, records)
+                # what could not be put in place is named in the manifest: the store is incomplete until a run
+                # fetches it, whatever the records of the other files say (store_verify fails on it)
+                pending = [path for path in by_path if path not in records and states[path] in (MISSING, BAD)]
+                manifest_changed = self._write_manifest(manifest, records, pending)
             changed = self.downloaded > 0 or moved or manifest_changed
             failure = self._failure(errors, fetch, len(staged) + sum(1 for e in fetch if e["path"] in records))
             failure.details.update(
@@ -177,6 +202,11 @@ class HubSnapshot(SnapshotPlanner):
             raise failure
 
         if staged:
+            # the journal first, so that a run killed among the renames can be undone by the next (a rollback)
+            moves = [(entry, os.stat(self.partial_path(entry))) for entry in staged]
+            write_journal(self.journal_path, journal_text(self.repo_id, self.repo_type, self.previous_commit,
+                                                          self.commit, moves))
+            self._journal_seen = True
             self._move_staged(staged, records)
         for path in remove:
             self._remove(path)
@@ -184,6 +214,9 @@ class HubSnapshot(SnapshotPlanner):
         self._drop_stale_partials(selected, [])
         _prune_empty_dirs(self.download_dir)
         manifest_changed = self._write_manifest(manifest, records)
+        if self._journal_seen:  # the manifest now records what is in place: nothing left to undo
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.journal_path)
         result["downloaded_bytes"] = self.downloaded
         result["changed"] = self.downloaded > 0 or moved or bool(staged or remove) or manifest_changed
         progress.update(force=True, phase="done", current=[])
@@ -265,10 +298,11 @@ class HubSnapshot(SnapshotPlanner):
             )
         elif fetched:
             kept = (
-                f" The {fetched} files fetched were verified and kept; partial downloads are resumed by the next run."
+                f" The {fetched} files fetched were verified and kept; partial downloads are resumed by the next run. "
+                f"{MARKED_INCOMPLETE}"
             )
         else:
-            kept = " Partial downloads are kept and resumed by the next run."
+            kept = f" Partial downloads are kept and resumed by the next run. {MARKED_INCOMPLETE}"
         fatal = [exc for exc in errors if exc.kind in FATAL_KINDS]
         if fatal:
             return HubError(fatal[0].msg + "." + kept, kind=fatal[0].kind)
@@ -282,6 +316,40 @@ class HubSnapshot(SnapshotPlanner):
         )
 
     # ---- the end of a switch -----------------------------------------------------------------
+
+    def _interrupted_switch(self, manifest, by_path):
+        """The files a killed switch moved in that this run must not keep, from its journal: (strays, suspects).
+
+        Strays are outside this run's selection (deleted); suspects are in it (hashed, never trusted unread).
+        None when there is no journal, when the switch completed (the manifest records its commit), or when this
+        run goes on with it (its files are hashed and kept). In a rollback, the partial downloads of the journal's
+        files outside the selection are removed too.
+        """
+        try:
+            journal = read_journal(self.journal_path)
+        except ValueError as exc:
+            self.module.warn(f"{exc}; ignoring it")
+            return [], []
+        if journal is None:
+            return [], []
+        self._journal_seen = True
+        target = (journal.get("repo_id"), journal.get("repo_type"), journal["to"])
+        if manifest is not None and (manifest["repo_id"], manifest["repo_type"], manifest["commit"]) == target:
+            return [], []
+        if (self.repo_id, self.repo_type, self.commit) == target:
+            return [], []
+        strays, suspects = [], []
+        for item in journal["files"]:
+            if item["path"] in by_path:
+                if moved_in(item, self._stat(item["path"])):
+                    suspects.append(item)
+                continue
+            if moved_in(item, self._stat(item["path"])):
+                strays.append(item)
+            if not self.module.check_mode:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self.partial_path(item))
+        return strays, suspects
 
     def _move_staged(self, staged, records):
         """Move the verified files of the new commit over the old ones (a rename each: never half a file)."""
@@ -344,17 +412,18 @@ class HubSnapshot(SnapshotPlanner):
                 except OSError as exc:
                     self.module.warn(f"could not remove {corrupt}: {exc}")
 
-    def _substance(self, records):
+    def _substance(self, records, pending=()):
         return substance(
-            {"repo_id": self.repo_id, "repo_type": self.repo_type, "commit": self.commit, "files": records}
+            {"repo_id": self.repo_id, "repo_type": self.repo_type, "commit": self.commit, "files": records,
+             "pending": pending}
         )
 
-    def _manifest_differs(self, manifest, records):
+    def _manifest_differs(self, manifest, records, pending=()):
         if not records and manifest is None:
             return False
-        return substance(manifest) != self._substance(records)
+        return substance(manifest) != self._substance(records, pending)
 
-    def _write_manifest(self, manifest, records):
+    def _write_manifest(self, manifest, records, pending=()):
         """Write the manifest when its text changes; return whether its substance changed.
 
         First the folders that files were moved into are fsynced (one fsync per folder, not per file), so that
@@ -365,7 +434,7 @@ class HubSnapshot(SnapshotPlanner):
         self._renamed_in.clear()
         if not records and manifest is None:
             return False
-        text = render_manifest(self.repo_id, self.repo_type, self.commit, records)
+        text = render_manifest(self.repo_id, self.repo_type, self.commit, records, pending)
         try:
             with open(self.manifest_path, encoding="utf-8") as handle:
                 current = handle.read()
@@ -377,7 +446,7 @@ class HubSnapshot(SnapshotPlanner):
                 write_atomic(self.manifest_path, text)
             except OSError as exc:
                 raise HubError(f"cannot write {self.manifest_path}: {exc}", kind="io") from exc
-        return self._manifest_differs(manifest, records)
+        return self._manifest_differs(manifest, records, pending)
 
     def _diff(self, before_files, selected):
         return {

@@ -4,7 +4,8 @@
 """Verifying a model store against its sparkfold manifest, without the Hub (sparkfold.cluster.store_verify).
 
 verify_store checks every manifest record (a regular file of the recorded size; hashed in "full" mode, and in
-"manifest" mode when its mtime moved), the extra files the caller names by sha256, and the shards named by the
+"manifest" mode when its mtime moved), the files the manifest lists as pending (a download or repair that
+failed: the store is incomplete), the extra files the caller names by sha256, and the shards named by the
 safetensors index. Hashing is module_utils/manifest.py's (hash_file), spread over a thread pool. Standard
 library only, so it runs with the node's system python3.
 """
@@ -31,6 +32,7 @@ INDEX_NAME = "model.safetensors.index.json"
 SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 HOW_TO_FIX = "run the weights role on the head, then copy again"
 KIND_NAMES = {"sha256": "sha256", "blob_id": "blob id"}
+PENDING_REASON = "not fetched: the last hub_snapshot run could not download or repair it (pending in the manifest)"
 
 
 class StoreError(Exception):
@@ -159,6 +161,12 @@ class Verifier:
                 self.problem(path, reasons[path])
         return {path for path, reason in reasons.items() if reason is None}
 
+    def check_pending(self, pending):
+        """The files hub_snapshot could not put in place (a failed download or repair): each is a problem."""
+        for path in pending:
+            self.files_checked += 1
+            self.problem(path, PENDING_REASON)
+
     def check_extra_files(self, extra_files):
         """Check the extra files; their problems follow the order of ``extra_files``."""
         reasons = {}
@@ -244,6 +252,7 @@ def verify_store(store, verify="manifest", max_workers=8, repo_id=None, commit=N
     verifier = Verifier(store, verify, max_workers)
     records = manifest["files"]
     passed = verifier.check_manifest_files(records)
+    verifier.check_pending(manifest["pending"])
     verifier.check_extra_files(extra_files)
     shards = {"present": 0, "expected": 0}
     if require_safetensors_index:

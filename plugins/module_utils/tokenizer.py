@@ -9,8 +9,10 @@
 - write_files: stage in the directory, check against the listing, then move into place (atomic rename);
 - file_results / diff_after: what the module returns.
 
-Hashing and the content check are module_utils/hub.py's (file_digests, content_matches); Hub failures come as
-HubError, everything else as PullError (msg, kind: the module's hub_error, or None).
+Hashing and the content check are module_utils/hub.py's (file_digests, content_matches); files come through
+hub_snapshot's downloader (module_utils/hub_download.py), so the module's connect_timeout, read_timeout and
+stall_timeout bound them as they bound its other Hub calls. Hub failures come as HubError, everything else as
+PullError (msg, kind: the module's hub_error, or None).
 """
 
 from __future__ import annotations
@@ -23,13 +25,18 @@ import tempfile
 
 from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.sparkfold.cluster.plugins.module_utils.hub import (
+    HubError,
     content_matches,
     describe_hub_error,
     file_digests,
+    file_record,
     repo_files,
     resolve_revision,
     short_sha,
 )
+from ansible_collections.sparkfold.cluster.plugins.module_utils.hub_download import Downloader
+from ansible_collections.sparkfold.cluster.plugins.module_utils.hub_timeouts import current_timeouts
+from ansible_collections.sparkfold.cluster.plugins.module_utils.manifest import remote_entry
 
 STAGING_PREFIX = ".tokenizer_pull."
 
@@ -53,17 +60,40 @@ def check_paths(option, paths):
     return result
 
 
+def download(api, repo_id, commit, record, dest):
+    """Fetch the listed file ``record`` (file_record) of repo_id@commit into ``dest``, checked against the listing
+    as it streams, within the connect, read and stall timeouts in force (hub_client); raise HubError."""
+    try:
+        entry = remote_entry(record["path"], record.get("size"), sha256=record.get("sha256"),
+                             blob_id=record.get("blob_id"))
+    except ValueError as exc:
+        raise HubError(f"{repo_id}@{commit} on {api.endpoint}: {exc}", kind="listing") from None
+    timeouts = current_timeouts()
+    downloader = Downloader(repo_id, "model", commit, commit, api.endpoint, api.token, timeouts, timeouts.stall,
+                            lambda _count: None)
+    try:
+        downloader.fetch(entry, dest)
+    except HubError:
+        raise
+    except OSError as exc:
+        raise HubError(f"cannot write {dest}: {to_native(exc)}", kind=None) from None
+    except Exception as exc:  # an HTTP error answer while streaming: phrased as the other Hub failures
+        raise describe_hub_error(exc, repo_id, commit, api.endpoint, api.token) from None
+    return dest
+
+
 def card_base_model(api, repo_id, commit, info):
     """base_model from the model card: the Hub's parsed cardData, else the README's YAML header."""
     card = getattr(info, "card_data", None)
     base = getattr(card, "base_model", None) if card is not None else None
-    if base is None and any(s.rfilename == "README.md" for s in info.siblings or []):
+    readme = next((s for s in info.siblings or [] if s.rfilename == "README.md"), None)
+    if base is None and readme is not None:
         from huggingface_hub.repocard import metadata_load
 
         tmp = tempfile.mkdtemp(prefix="tokenizer_pull-card.")
         try:
-            readme = api.hf_hub_download(repo_id, "README.md", revision=commit, local_dir=tmp)
-            base = (metadata_load(readme) or {}).get("base_model")
+            path = download(api, repo_id, commit, file_record(readme), os.path.join(tmp, "README.md"))
+            base = (metadata_load(path) or {}).get("base_model")
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     if isinstance(base, (list, tuple)):
@@ -96,6 +126,8 @@ def choose_source(api, params, files, endpoint, token, warn):
     if not base_repo_id:
         try:
             bases = card_base_model(api, repo_id, model_commit, info)
+        except HubError:
+            raise
         except Exception as exc:
             raise describe_hub_error(exc, repo_id, revision, endpoint, token) from None
         if not bases:
@@ -193,15 +225,12 @@ def _stage(api, staging, index, item, source_repo, source_commit, model_dir):
         origin = f"the symlink target {item['local_copy']}"
     else:
         try:
-            staged = api.hf_hub_download(
-                source_repo, item["path"], revision=source_commit, local_dir=os.path.join(staging, f"download.{index}")
-            )
-        except Exception as exc:
-            error = describe_hub_error(exc, source_repo, source_commit, api.endpoint, api.token)
+            staged = download(api, source_repo, source_commit, record, os.path.join(staging, f"download.{index}"))
+        except HubError as error:
             raise PullError(
                 f"downloading {item['path']} from {source_repo} at {short_sha(source_commit)} failed: "
                 f"{error.msg}. Nothing was written to {model_dir}",
-                error.kind,
+                "verify" if error.kind == "hash_mismatch" else error.kind,
             ) from None
         origin = f"the download from {source_repo} at {short_sha(source_commit)}"
     digests = file_digests(staged)

@@ -94,6 +94,7 @@ extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - sparkfold.cluster.hub
   - sparkfold.cluster.hub.repo
+  - sparkfold.cluster.hub.timeouts
 attributes:
   check_mode:
     support: full
@@ -212,8 +213,10 @@ force_pushed:
   description:
     - On a missing revision, when the history of O(fallback_branch) looks force-pushed (and not super-squashed) -
       C(branch), C(root) (C(commit), C(date), C(title) of its oldest commit), C(created_at) (when the repo was
-      created, set when that is the sign, else null) and C(unrelated_tags) (tags that share no commit with the
-      branch); else null.
+      created, set when that is the sign, else null), C(unrelated_tags) (tags that share no commit with the
+      branch) and C(diverged_tags) (tags that no branch contains whose history the branch shares only up to an
+      older commit, the sign of a branch reset to that commit with new commits on top; each C(name), C(commit) and
+      C(reset_to) (C(commit), C(date), C(title) of the newest commit they share)); else null.
   returned: failure
   type: dict
   sample:
@@ -221,10 +224,12 @@ force_pushed:
     root: {commit: 9c0e4b2a1d3f5e7a9b1c3d5e7f9a1b3c5d7e9f1a, date: "2026-02-01T00:00:00+00:00", title: Upload quant}
     created_at: "2026-01-05T10:00:00+00:00"
     unrelated_tags: [v1.0]
+    diverged_tags: []
 hub_error:
   description:
     - On failure, the kind of Hub failure - V(revision_not_found), V(ambiguous_revision), V(repo_not_found), V(gated),
-      V(bad_token), V(files_mismatch), V(http), V(network) or V(token_file).
+      V(bad_token), V(files_mismatch), V(http), V(network), V(timeout) (the Hub did not answer within O(connect_timeout)
+      or O(read_timeout), or its answer trickled past O(stall_timeout)), V(token_file) or V(args).
   returned: failure
   type: str
   sample: revision_not_found
@@ -244,12 +249,14 @@ from ansible_collections.sparkfold.cluster.plugins.module_utils.hub import (
     short_sha,
 )
 from ansible_collections.sparkfold.cluster.plugins.module_utils.hub_refs import check_pin
+from ansible_collections.sparkfold.cluster.plugins.module_utils.hub_timeouts import HUB_TIMEOUT_ARG_SPEC
 
 MAX_LISTED_PROBLEMS = 20
 
 
 def argument_spec():
     spec = dict(HUB_COMMON_ARG_SPEC)
+    spec.update(HUB_TIMEOUT_ARG_SPEC)
     spec.update(
         on_missing={"type": "str", "default": "fail", "choices": ["fail", "branch_head_if_files_match"]},
         fallback_branch={"type": "str", "default": "main"},
@@ -322,8 +329,8 @@ def main():
 
     try:
         api, endpoint, token = hub_client(params)
-    except HubError as exc:
-        module.fail_json(msg=exc.msg, hub_error="token_file")
+    except HubError as exc:  # a timeout option out of range, or an empty token_file
+        module.fail_json(msg=exc.msg, hub_error="args" if exc.kind == "args" else "token_file")
 
     repo_id, revision, repo_type = params["repo_id"], params["revision"], params["repo_type"]
     policy = None

@@ -34,15 +34,25 @@ description:
     A switch that fails (network, hash, disk, a killed run) leaves the previous commit complete, verified and
     recorded as it was; the next run resumes the downloads and then switches. RV(previous_commit) tells that a
     switch happened.
+  - A switch killed inside its final move (some new files moved into place, the manifest not yet rewritten) is
+    told by its journal, C(<local_dir>/.cache/huggingface/.sparkfold-switch.json), written before the first move.
+    A later run for the new commit goes on with it; a run for any other commit (a rollback) deletes the files the
+    switch moved in that its selection lacks and fetches again those it has (whatever O(verify) says), so the
+    store holds exactly one revision. The journal is removed once a run completes.
   - Within one commit no verified file is deleted, and files of O(local_dir) outside the selection are left
     alone (narrowing O(allow_patterns) keeps the records of files verified before). Files never recorded in the
     manifest are left alone, switch or not.
-  - Every Hub call times out (O(connect_timeout), O(read_timeout)), and a download that trickles is cut off by
-    O(stall_timeout), so that a Hub or CDN that stops answering fails the task with a message naming the host
-    instead of hanging it.
+  - Every Hub call times out (O(connect_timeout), O(read_timeout)), and an answer or a download that trickles is
+    cut off by O(stall_timeout), so that a Hub or CDN that stops answering fails the task with a message naming the
+    host instead of hanging it. A file given up that way keeps its partial download for the next run, and the
+    task fails once the other files are done.
   - Within one commit, a file in the store that fails verification (wrong size or hash, a symlink, a partial
     copy) is renamed to C(<file>.corrupt) and fetched again; the C(.corrupt) copy is deleted once a good copy is
     in place. During a switch it stays until the new file replaces it.
+  - A run that cannot put a file of the selection in place (a download or a repair that fails) lists it under
+    C(pending) in the manifest (and drops its record), so the store counts as incomplete, and
+    M(sparkfold.cluster.store_verify) fails naming the file, until a run fetches it. A store is complete only when
+    every selected file of the commit is present and verified.
 author:
   - sparkfold developers (@sparkfold)
 options:
@@ -111,16 +121,6 @@ options:
         start when the free space is less than the bytes still needed plus this margin.
     type: int
     default: 1073741824
-  stall_timeout:
-    description:
-      - Seconds within which a download must bring 1 MiB (or the rest of the file); an attempt slower than that
-        (a CDN or proxy that trickles bytes), or one that receives nothing for this long, is cut off.
-      - The file is tried again at once from the bytes on disk; when the second attempt in a row stalls too, the
-        file is given up with kind V(stalled) (or V(timeout) when nothing came), its partial download kept for the
-        next run, and the task fails once the other files are done.
-      - The read timeout of downloads is the lower of this and O(read_timeout).
-    type: float
-    default: 60
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - sparkfold.cluster.hub
@@ -216,8 +216,9 @@ previous_commit:
   sample: 9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a0b
 removed:
   description:
-    - Repository paths of the previous commit deleted by a switch because the new selection lacks them (in check
-      mode, those a real run would delete). Empty when no switch happened.
+    - Repository paths of the previous commit deleted by a switch because the new selection lacks them, and those a
+      killed switch had moved in that this run's commit lacks (in check mode, those a real run would delete). Empty
+      when no switch happened.
   returned: always
   type: list
   elements: str
@@ -283,7 +284,6 @@ from ansible_collections.sparkfold.cluster.plugins.module_utils.hub import (
     HUB_COMMON_ARG_SPEC,
     HubError,
 )
-from ansible_collections.sparkfold.cluster.plugins.module_utils.hub_download import DEFAULT_STALL_TIMEOUT
 from ansible_collections.sparkfold.cluster.plugins.module_utils.hub_timeouts import HUB_TIMEOUT_ARG_SPEC
 from ansible_collections.sparkfold.cluster.plugins.module_utils.snapshot import HubSnapshot
 
@@ -304,7 +304,6 @@ def argument_spec():
         max_workers={"type": "int", "default": 8},
         progress_file={"type": "path"},
         min_free_bytes={"type": "int", "default": 1073741824},
-        stall_timeout={"type": "float", "default": DEFAULT_STALL_TIMEOUT},
     )
     return spec
 

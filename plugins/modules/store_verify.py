@@ -19,6 +19,8 @@ description:
     system C(python3) of the node.
   - Every file of the manifest must exist in O(path) as a regular file (not a symlink) of the recorded size, and
     match the recorded hash (the sha256 of an LFS file, the git blob id of any other) as O(verify) decides.
+  - Every file the manifest lists under C(pending) (one that the last M(sparkfold.cluster.hub_snapshot) run could
+    not download or repair) is a problem, since such a store is incomplete whatever the other files are.
   - With O(require_safetensors_index), every shard that C(model.safetensors.index.json) names in its
     C(weight_map) must be in the manifest and on disk.
   - Checks every file before it fails, then fails once, listing every problem with its path and reason.

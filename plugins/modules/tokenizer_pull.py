@@ -88,6 +88,7 @@ options:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - sparkfold.cluster.hub
+  - sparkfold.cluster.hub.timeouts
 attributes:
   check_mode:
     support: full
@@ -181,7 +182,7 @@ base_commit:
 hub_error:
   description: On a Hub failure, its kind (as in M(sparkfold.cluster.hub_revision)), or V(tokenizer_missing) when
     neither repo has the files, V(no_base_model) when the card names no base model, V(verify) when a download did
-    not match the Hub's listing.
+    not match the Hub's listing, V(stalled) when a download trickled past O(stall_timeout) twice in a row.
   returned: failure
   type: str
   sample: tokenizer_missing
@@ -193,6 +194,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.sparkfold.cluster.plugins.module_utils.hub import HubError, hub_client, require_hf
 from ansible_collections.sparkfold.cluster.plugins.module_utils.hub_refs import check_pin
+from ansible_collections.sparkfold.cluster.plugins.module_utils.hub_timeouts import HUB_TIMEOUT_ARG_SPEC
 from ansible_collections.sparkfold.cluster.plugins.module_utils.tokenizer import (
     PullError,
     check_paths,
@@ -210,6 +212,7 @@ DEFAULT_OPTIONAL_FILES = ["chat_template.jinja", "chat_template.json", "tokenize
 
 def argument_spec():
     return {
+        **HUB_TIMEOUT_ARG_SPEC,
         "model_dir": {"type": "path", "required": True},
         "repo_id": {"type": "str", "required": True},
         "revision": {"type": "str", "default": "main"},
@@ -263,8 +266,8 @@ def main():
 
     try:
         api, endpoint, token = hub_client(params)
-    except HubError as exc:
-        module.fail_json(msg=exc.msg, hub_error="token_file")
+    except HubError as exc:  # a timeout option out of range, or an empty token_file
+        module.fail_json(msg=exc.msg, hub_error="args" if exc.kind == "args" else "token_file")
 
     try:
         chosen = choose_source(api, params, files, endpoint, token, module.warn)

@@ -19,7 +19,8 @@ token), RevisionNotFound (404, "Invalid rev id: <rev>"), EntryNotFound (404), Ga
 without an error code, as on the Hub.
 
 Faults (a Hub or CDN that misbehaves), see `Fault`: "hang" (no answer at all), "stall" (a file's headers and
-first bytes, then nothing), "trickle" (a file's bytes a few at a time), besides `cut_after`.
+first bytes, then nothing), "trickle" (a file's bytes a few at a time), "gone" (404 EntryNotFound: a blob the
+Hub or its CDN lost), besides `cut_after`.
 
 Script: python3 server.py --root DIR [--port 8080] [--host 127.0.0.1] [--cut-after REPO/PATH=N ...]
 [--fault REGEX=MODE ...] builds the fixture hub into DIR (or loads it if DIR/hub.json exists) and serves
@@ -68,12 +69,14 @@ class Fault:
 
     mode "hang": no answer at all; the connection stays open until the server stops or `hold` seconds pass.
     mode "stall": a file GET sends its headers and `after` body bytes, then nothing (as long as "hang").
-    mode "trickle": a file GET sends its headers and `after` body bytes, then `step` bytes every `interval` s.
+    mode "trickle": a file GET (or an API answer) sends its headers and `after` body bytes, then `step` bytes
+    every `interval` s.
+    mode "gone": the request is answered 404 EntryNotFound (a file the Hub lists but can no longer serve).
     times: how many requests it affects (None: every one); methods: the HTTP methods it affects.
     `hits` counts the requests it affected.
     """
 
-    MODES = ("hang", "stall", "trickle")
+    MODES = ("hang", "stall", "trickle", "gone")
 
     def __init__(self, pattern: str, mode: str, times: int | None = None, methods=("GET", "HEAD", "POST"),
                  after: int = 0, step: int = 1024, interval: float = 0.05, hold: float = 60.0):
@@ -450,8 +453,20 @@ class HubHandler(BaseHTTPRequestHandler):
         for k, v in (headers or {}).items():
             self.send_header(k, v)
         self.end_headers()
-        if self.command != "HEAD":
+        if self.command == "HEAD":
+            return
+        fault = getattr(self, "_fault", None)
+        if fault is None or fault.mode != "trickle":
             self.wfile.write(body)
+            return
+        sent = 0  # an API answer that trickles: `after` bytes, then `step` bytes every `interval` s
+        while sent < len(body):
+            size = fault.after - sent if sent < fault.after else fault.step
+            self.wfile.write(body[sent : sent + size])
+            self.wfile.flush()
+            sent += size
+            if sent >= fault.after and self.hub_server.released.wait(fault.interval):
+                break
 
     def _json(self, obj, status: int = 200, headers: dict[str, str] | None = None) -> None:
         self._send(status, json.dumps(obj).encode(), headers)
@@ -543,6 +558,8 @@ class HubHandler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         try:
+            if self._fault is not None and self._fault.mode == "gone":
+                raise HubError(404, "Entry not found", "EntryNotFound")
             self._route()
         except HubError as err:
             self._error(err)
@@ -762,7 +779,7 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="REGEX=MODE",
-        help="requests whose path matches REGEX hang, stall or trickle (see Fault; repeatable)",
+        help="requests whose path matches REGEX hang, stall, trickle or are gone (see Fault; repeatable)",
     )
     parser.add_argument("--access-log", action="store_true", help="print one line per request on stdout")
     args = parser.parse_args(argv)

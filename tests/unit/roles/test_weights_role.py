@@ -168,3 +168,31 @@ def test_tag_pin_is_resolved_once_and_nothing_fetched(converged, hub):
     # the Engram tables, pinned to a full commit they hold, never asked the Hub
     assert revision_lookups(hub_server, fixtures.ORIGINAL) == []
     assert "which " + str(converged / "store") + " holds complete" in " ".join(result.stdout.split())
+
+
+def test_a_failed_repair_leaves_the_store_incomplete_and_the_next_run_repairs_it(converged, hub):
+    """Issue 26 item 1: a repair that cannot re-fetch a damaged file leaves neither a record nor a manifest that
+    call the store complete; the next run without the Hub says so, the next run with it repairs the store."""
+    store = converged / "store"
+    table = store / "engram" / "engram_table_0.bin"  # no index names it: only the manifest can tell it is missing
+    good = table.read_bytes()
+    table.write_bytes(good[:-10])
+    hub.reset()
+    hub.add_fault(r"/resolve/[^/]+/engram/engram_table_0\.bin$", "gone", methods=("GET",))
+    failed = run(converged, hub.url, fixtures.QUANT_PIN, check=False)
+    assert failed.returncode != 0
+    assert "engram/engram_table_0.bin" in failed.stdout
+    assert not (store / ".sparkfold-weights.json").exists()
+
+    offline = run(converged, closed_port_url(), fixtures.QUANT_PIN, check=False)
+    assert offline.returncode != 0
+    assert f"{fixtures.QUANT}@{fixtures.QUANT_PIN} is complete in" not in offline.stdout
+    assert "needs the Hub because" in offline.stdout
+
+    hub.reset()
+    repaired = run(converged, hub.url, fixtures.QUANT_PIN)
+    assert recap(repaired.stdout)["changed"] > 0
+    assert table.read_bytes() == good
+    assert json.loads((store / ".sparkfold-weights.json").read_text())["commit"] == fixtures.QUANT_PIN
+    again = run(converged, closed_port_url(), fixtures.QUANT_PIN)
+    assert recap(again.stdout)["changed"] == 0

@@ -42,6 +42,7 @@ def test_tag_on_an_unrelated_history_is_a_sign_without_created_at():
         "root": {"commit": MAIN, "date": "2026-01-20T00:00:00+00:00", "title": "Upload"},
         "created_at": None,
         "unrelated_tags": ["v1"],
+        "diverged_tags": [],
     }
     assert hub_refs.describe_force_push(forced, "f" * 40) == (
         f" The history of main looks force-pushed: it shares no commit with tag v1. main was replaced by unrelated "
@@ -58,6 +59,37 @@ def test_no_sign_on_a_history_that_reaches_the_repos_start():
     late_by_minutes = SimpleNamespace(commit_id=OLD, title="t", created_at=created.replace(minute=5))
     histories[MAIN][-1] = late_by_minutes
     assert hub_refs.force_pushed(api, "o/r", "model", refs(), histories) is None
+
+
+def test_a_tag_main_dropped_in_a_rebase_style_push_is_a_sign():
+    """main reset to OLD, a new commit on top; tag v1 (TAGGED, on OLD) is in no branch any more."""
+    histories = {MAIN: [commit(MAIN, 20, "Requantize"), commit(OLD, 2, "Initial")],
+                 TAGGED: [commit(TAGGED, 3), commit(OLD, 2, "Initial")]}
+    forced = hub_refs.force_pushed(FakeApi(created=datetime(2026, 1, 2, tzinfo=timezone.utc)), "o/r", "model",
+                                   refs([("v1", TAGGED)]), histories)
+    assert forced["created_at"] is None and forced["unrelated_tags"] == []
+    assert forced["diverged_tags"] == [
+        {"name": "v1", "commit": TAGGED,
+         "reset_to": {"commit": OLD, "date": "2026-01-02T00:00:00+00:00", "title": "Initial"}},
+    ]
+    assert hub_refs.describe_force_push(forced, "f" * 40) == (
+        f" The history of main looks force-pushed: it no longer contains tag v1 ({TAGGED[:7]}), whose history it "
+        f'shares only up to {OLD[:7]} (2026-01-02 00:00 UTC, "Initial"). main was reset to an older commit '
+        f"({OLD[:7]} or before) and new commits were put on top, so the commits it had after that, such as "
+        f"{'f' * 40}, were removed from the Hub and will not come back."
+    )
+
+
+def test_a_tag_another_branch_holds_is_no_sign():
+    """A quant repo's size branch forks from main and carries its own tag: that is no rewrite of main."""
+    size_branch = "d" * 40
+    histories = {MAIN: [commit(MAIN, 20), commit(OLD, 2)],
+                 size_branch: [commit(size_branch, 4), commit(TAGGED, 3), commit(OLD, 2)],
+                 TAGGED: [commit(TAGGED, 3), commit(OLD, 2)]}
+    both = refs([("v1", TAGGED)])
+    both["branches"].append({"name": "2.9bpw", "commit": size_branch})
+    api = FakeApi(created=datetime(2026, 1, 2, tzinfo=timezone.utc))
+    assert hub_refs.force_pushed(api, "o/r", "model", both, histories) is None
 
 
 def test_no_branch_or_history_no_sign():

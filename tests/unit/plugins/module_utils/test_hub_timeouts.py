@@ -38,9 +38,29 @@ def test_fill_timeouts_sets_what_a_call_left_unset_and_keeps_the_rest():
 def test_hub_client_uses_the_defaults_for_modules_without_the_options():
     t.use_timeouts(t.HubTimeouts(1, 1))
     hub_client({"endpoint": "http://hub.invalid"})
-    assert t.current_timeouts() == (t.DEFAULT_CONNECT_TIMEOUT, t.DEFAULT_READ_TIMEOUT)
-    hub_client({"endpoint": "http://hub.invalid", "connect_timeout": 3, "read_timeout": 4.5})
-    assert t.current_timeouts() == (3.0, 4.5)
+    assert t.current_timeouts() == (t.DEFAULT_CONNECT_TIMEOUT, t.DEFAULT_READ_TIMEOUT, t.DEFAULT_STALL_TIMEOUT)
+    hub_client({"endpoint": "http://hub.invalid", "connect_timeout": 3, "read_timeout": 4.5, "stall_timeout": 2})
+    assert t.current_timeouts() == (3.0, 4.5, 2.0)
+
+
+def test_only_calls_without_their_own_read_timeout_are_watched_for_stalls():
+    t.use_timeouts(t.HubTimeouts(1.5, 7.0, 3.0))
+    bare = t.http_lib.Request("GET", "http://hub.invalid/")
+    t.fill_timeouts(bare)
+    assert bare.extensions[t.STALL_EXTENSION] == 3.0
+    own = t.http_lib.Request("GET", "http://hub.invalid/")
+    own.extensions["timeout"] = {"connect": 1, "read": 30.0, "write": 1, "pool": 1}
+    t.fill_timeouts(own)
+    assert t.STALL_EXTENSION not in own.extensions  # a download of ours, which watches itself
+
+
+def test_the_hub_modules_share_one_timeout_spec():
+    from ansible_collections.sparkfold.cluster.plugins.modules import hub_revision, hub_snapshot, tokenizer_pull
+
+    for module in (hub_revision, hub_snapshot, tokenizer_pull):
+        spec = module.argument_spec()
+        assert {name: spec[name] for name in t.HUB_TIMEOUT_ARG_SPEC} == t.HUB_TIMEOUT_ARG_SPEC, module.__name__
+        assert "sparkfold.cluster.hub.timeouts" in module.DOCUMENTATION, module.__name__
 
 
 @pytest.mark.parametrize("value", [0, -1])

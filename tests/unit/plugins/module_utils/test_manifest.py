@@ -179,6 +179,17 @@ def test_render_parse_roundtrip_is_stable():
     assert data["version"] == m.MANIFEST_VERSION and data["commit"] == "c" * 40
     parsed = m.parse_manifest(text)
     assert parsed["files"] == records and parsed["repo_id"] == "org/model"
+    assert parsed["pending"] == [] and "pending" not in data  # a complete store's text has no pending key
+
+
+def test_pending_files_are_written_read_and_part_of_the_substance():
+    a = lfs("b.safetensors", 10)
+    records = {"b.safetensors": record(a)}
+    text = m.render_manifest("org/model", "model", "c" * 40, records, pending=["z.bin", "a.json"])
+    parsed = m.parse_manifest(text)
+    assert parsed["pending"] == ["a.json", "z.bin"]
+    complete = m.parse_manifest(m.render_manifest("org/model", "model", "c" * 40, records))
+    assert m.substance(parsed) != m.substance(complete)
 
 
 @pytest.mark.parametrize(
@@ -191,6 +202,8 @@ def test_render_parse_roundtrip_is_stable():
         '{"version": 1, "files": [{"size": 1, "mtime_ns": 1, "sha256": "x"}]}',
         '{"version": 1, "files": [{"path": "a", "size": "1", "mtime_ns": 1, "sha256": "x"}]}',
         '{"version": 1, "files": [{"path": "a", "size": 1, "mtime_ns": 1}]}',
+        '{"version": 1, "files": [], "pending": "a.json"}',
+        '{"version": 1, "files": [], "pending": [1]}',
     ],
 )
 def test_parse_rejects_broken_manifests(text):

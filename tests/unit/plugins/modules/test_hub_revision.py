@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Unit tests for sparkfold.cluster.hub_revision, run in-process against the offline Hub (tests/hub)."""
 
+import time
+
 import pytest
 from ansible.module_utils.basic import missing_required_lib
 from ansible_collections.sparkfold.cluster.plugins.module_utils import hub
@@ -178,7 +180,9 @@ def test_missing_revision_of_a_normal_history_is_not_called_squashed(run, hub_se
         f'Branches now: exl3/2.9bpw at {QUANT_PIN[:7]} (2026-01-06 11:30 UTC, "Add EXL3 shards"); '
         f'main at {main[:7]} (2026-01-07 09:15 UTC, "Update README"). '
         f'Tags now: v1.0 at {QUANT_PIN[:7]} (2026-01-06 11:30 UTC, "Add EXL3 shards"). '
-        f"The history of main (3 commits) does not look super-squashed; check {missing} for a typo. "
+        f"The history of main (3 commits) does not look super-squashed, and no tag or date tells of a force-push. "
+        f"Either {missing} is mistyped, or main was force-pushed (reset to an older commit with new commits on top, "
+        "which leaves no other trace) and the commit removed from the Hub: compare it with where you took it from. "
         f"To go on, pin one of the commits above (for example revision: {main}, the head of main) after checking "
         "its files, or set on_missing=branch_head_if_files_match with expected_files to accept the head of main "
         "only if its files match the ones you expect."
@@ -474,6 +478,9 @@ def test_short_sha_lookup_in_the_history(hub_server, hub_data, monkeypatch):
 
 FORCED = "sparkfold-test/dsv41-forced"  # main force-pushed to an unrelated history; tag v1.0 kept on the old one
 FORCED_BARE = "sparkfold-test/dsv41-forced-bare"  # the same without tags: only the repo's age tells
+# main reset to its first commit with new commits on top (a rebase-style push); tag v1.0 kept on the old line
+REBASED = "sparkfold-test/dsv41-rebased"
+REBASED_BARE = "sparkfold-test/dsv41-rebased-bare"  # the same without tags: nothing tells
 
 
 def weights(label):
@@ -512,6 +519,26 @@ def forced_hub(tmp_path_factory):
         if repo_id == FORCED:
             repo["tags"] = {"v1.0": first}
         gone[repo_id] = (pin, first, new, head)
+    for repo_id in (REBASED, REBASED_BARE):
+        repo = builder.new_repo(repo_id)
+        first = builder.commit(
+            repo, "Initial upload", "2026-01-05T10:00:00.000Z", {"config.json": b'{"model_type": "x"}\n'}, None
+        )
+        tagged = builder.commit(
+            repo, "Add EXL3 shards", "2026-01-06T11:30:00.000Z", {"model.safetensors": weights(b"old")}, first
+        )
+        pin = builder.commit(repo, "Update README", "2026-01-07T09:00:00.000Z", {"README.md": b"# old\n"}, tagged)
+        new = builder.commit(
+            repo, "Requantize", "2026-02-01T00:00:00.000Z", {"model.safetensors": weights(b"new")}, first
+        )
+        head = builder.commit(repo, "Update README", "2026-02-02T08:00:00.000Z", {"README.md": b"# new\n"}, new)
+        del repo["commits"][pin]
+        repo["branches"] = {"main": head}
+        if repo_id == REBASED:
+            repo["tags"] = {"v1.0": tagged}
+        else:
+            del repo["commits"][tagged]
+        gone[repo_id] = (pin, first, tagged, head)
     return builder.finish(), gone
 
 
@@ -533,6 +560,7 @@ def test_force_pushed_main_is_named_with_the_refs(run, forced_server, forced_hub
         "root": {"commit": root, "date": "2026-02-01T00:00:00+00:00", "title": "Upload EXL3 2.9bpw"},
         "created_at": "2026-01-05T10:00:00+00:00",
         "unrelated_tags": ["v1.0"],
+        "diverged_tags": [],
     }
     assert result["refs"] == {
         "branches": [
@@ -573,6 +601,36 @@ def test_force_pushed_main_without_tags_is_told_by_the_repos_age(run, forced_ser
     ) in result["msg"]
 
 
+def test_rebase_style_force_push_is_named(run, forced_server, forced_hub):
+    """Issue 26 item 5: main reset to an older commit with new commits on top, a tag left on the old line."""
+    pin, first, tagged, head = forced_hub[1][REBASED]
+    kind, result, _warnings = run({"repo_id": REBASED, "revision": pin, "endpoint": forced_server.url})
+    assert kind == "fail"
+    assert result["hub_error"] == "revision_not_found"
+    assert result["squashed"] is None
+    assert result["force_pushed"]["diverged_tags"] == [
+        {"name": "v1.0", "commit": tagged,
+         "reset_to": {"commit": first, "date": "2026-01-05T10:00:00+00:00", "title": "Initial upload"}},
+    ]
+    assert (
+        f"The history of main looks force-pushed: it no longer contains tag v1.0 ({tagged[:7]}), whose history it "
+        f'shares only up to {first[:7]} (2026-01-05 10:00 UTC, "Initial upload"). main was reset to an older commit '
+        f"({first[:7]} or before) and new commits were put on top, so the commits it had after that, such as {pin}, "
+        "were removed from the Hub and will not come back. "
+    ) in result["msg"]
+    assert "typo" not in result["msg"]
+    assert f"for example revision: {head}" in result["msg"]
+
+
+def test_rebase_style_force_push_without_tags_is_named_as_possible(run, forced_server, forced_hub):
+    pin = forced_hub[1][REBASED_BARE][0]
+    kind, result, _warnings = run({"repo_id": REBASED_BARE, "revision": pin, "endpoint": forced_server.url})
+    assert kind == "fail"
+    assert result["force_pushed"] is None
+    assert (f"Either {pin} is mistyped, or main was force-pushed (reset to an older commit with new commits on "
+            "top, which leaves no other trace)") in result["msg"]
+
+
 def test_force_pushed_pin_accepted_by_the_policy_when_files_match(run, forced_server, forced_hub):
     pin, _first, _root, head = forced_hub[1][FORCED]
     hub_data = forced_hub[0]
@@ -599,4 +657,43 @@ def test_squashed_and_normal_histories_are_not_called_force_pushed(run, hub_serv
     kind, result, _warnings = run({"repo_id": QUANT, "revision": "0" * 40, "endpoint": hub_server.url})
     assert kind == "fail"
     assert result["force_pushed"] is None
-    assert "force-pushed" not in result["msg"]
+    assert "looks force-pushed" not in result["msg"]  # only named as what a full commit's loss may be
+
+
+# ---- timeouts (issue 26 item 3): the options of hub_snapshot, and messages that name them ------------------
+SLACK = 3.0  # seconds a slow machine may add to a deadline
+
+
+def test_a_silent_hub_fails_after_read_timeout_naming_the_option(run, hub_server):
+    fault = hub_server.add_fault(r"^/api/models/", "hang")
+    start = time.monotonic()
+    kind, result, _warnings = run({"repo_id": QUANT, "revision": QUANT_PIN, "endpoint": hub_server.url,
+                                   "read_timeout": 0.5})
+    took = time.monotonic() - start
+    assert kind == "fail", result
+    assert fault.hits == 1 and took < 0.5 + SLACK
+    assert result["hub_error"] == "timeout"
+    assert "gave up after waiting 0.5 s" in result["msg"] and "read_timeout=0.5" in result["msg"]
+    assert "raise read_timeout" in result["msg"]
+
+
+def test_a_trickling_hub_answer_is_cut_off_by_stall_timeout(run, hub_server):
+    """The answer's headers come at once, then 64 bytes every 50 ms: no read waits long, the answer never ends."""
+    hub_server.add_fault(r"^/api/models/[^/]+/[^/]+/revision/", "trickle", step=64, interval=0.05)
+    start = time.monotonic()
+    kind, result, _warnings = run({"repo_id": QUANT, "revision": QUANT_PIN, "endpoint": hub_server.url,
+                                   "stall_timeout": 0.5})
+    took = time.monotonic() - start
+    assert kind == "fail", result
+    assert took < 0.5 + SLACK
+    assert result["hub_error"] == "timeout"
+    assert "stall_timeout=0.5" in result["msg"] and "raise stall_timeout" in result["msg"]
+    assert "read_timeout" not in result["msg"]
+
+
+@pytest.mark.parametrize("option", ["connect_timeout", "read_timeout", "stall_timeout"])
+def test_timeouts_must_be_positive(run, hub_server, option):
+    kind, result, _warnings = run({"repo_id": QUANT, "endpoint": hub_server.url, option: 0})
+    assert kind == "fail" and result["hub_error"] == "args", result
+    assert option in result["msg"]
+    assert hub_server.requests == []

@@ -16,10 +16,11 @@ import time
 import pytest
 from ansible_collections.sparkfold.cluster.plugins.module_utils import snapshot_lock
 from ansible_collections.sparkfold.cluster.plugins.module_utils.manifest import MANIFEST_NAME
-from ansible_collections.sparkfold.cluster.plugins.modules import hub_snapshot
+from ansible_collections.sparkfold.cluster.plugins.modules import hub_snapshot, store_verify
 
 from tests.hub import fixtures
 from tests.hub.fixtures import quant_args as quant
+from tests.unit.module_runner import module_runner
 
 SHARD = "model-00001-of-00003.safetensors"
 MODULE_PATH = os.path.abspath(hub_snapshot.__file__)
@@ -281,6 +282,45 @@ def test_flipped_byte_with_new_mtime_is_caught_by_manifest(run, store, hub_serve
     assert hub_server.bytes_served - served == hub_data.file(fixtures.QUANT, SHARD, fixtures.QUANT_PIN).size
     assert sha256_of(shard) == hub_data.file(fixtures.QUANT, SHARD, fixtures.QUANT_PIN).sha256
     assert other.stat().st_ino == other_inode  # verified files are never touched
+
+
+def test_a_repair_that_cannot_fetch_leaves_the_store_incomplete_until_a_run_repairs_it(
+    run, store, hub_server, hub_data, monkeypatch
+):
+    """Issue 26 item 1: a damaged file the Hub cannot serve now is moved aside, and the store stays incomplete."""
+    table = "engram/engram_table_0.bin"  # no index names it: only the manifest can tell it is missing
+    assert run(quant(store))[0] == "exit"
+    damaged = store / table
+    damaged.write_bytes(damaged.read_bytes()[:-10])
+    hub_server.add_fault(rf"/resolve/[^/]+/{table}$", "gone", methods=("GET",))  # its HEAD still answers
+
+    kind, result = run(quant(store))
+    assert kind == "fail", result
+    assert table in result["msg"] and "pending" in result["msg"] and "incomplete" in result["msg"]
+    manifest = json.loads((store / MANIFEST_NAME).read_text())
+    assert manifest["pending"] == [table]
+    assert table not in {r["path"] for r in manifest["files"]}
+    assert not damaged.exists() and (store / (table + ".corrupt")).exists()
+
+    # store_verify, as the weights role and the workers run it (repo_id and commit), says the store is incomplete
+    verify = module_runner(monkeypatch, store_verify.main)
+    verify_args = {"path": str(store), "repo_id": fixtures.QUANT, "commit": fixtures.QUANT_PIN}
+    kind, verified, _warnings = verify(verify_args)
+    assert kind == "fail", verified
+    assert table in verified["msg"] and "pending" in verified["msg"]
+    assert [p["path"] for p in verified["problems"]] == [table]
+
+    # a run while the Hub still cannot serve it keeps it pending; the first run that can repairs the store
+    assert run(quant(store))[0] == "fail"
+    assert json.loads((store / MANIFEST_NAME).read_text())["pending"] == [table]
+    hub_server.faults.clear()
+    kind, result = run(quant(store))
+    assert kind == "exit", result
+    assert {f["path"]: f["status"] for f in result["files"]}[table] == "downloaded"
+    assert "pending" not in json.loads((store / MANIFEST_NAME).read_text())
+    assert sha256_of(damaged) == hub_data.file(fixtures.QUANT, table, fixtures.QUANT_PIN).sha256
+    kind, verified, _warnings = verify(verify_args)
+    assert kind == "exit", verified
 
 
 def test_full_verify_of_a_good_store_changes_nothing(run, store, hub_server):

@@ -15,6 +15,7 @@ import time
 
 import pytest
 from ansible_collections.sparkfold.cluster.plugins.module_utils.manifest import MANIFEST_NAME, partial_name
+from ansible_collections.sparkfold.cluster.plugins.module_utils.snapshot import HubSnapshot
 from ansible_collections.sparkfold.cluster.plugins.modules import hub_snapshot, store_verify
 
 from tests.hub import fixtures
@@ -203,3 +204,104 @@ def test_killed_switch_leaves_the_old_revision_complete(run, verify_store, store
     assert store_files(store) == hub_data.expected_sha256(fixtures.SWITCH, B)
     gets = hub_server.file_gets(fixtures.SWITCH, "b-only.bin")
     assert [g["range"] for g in gets if B in g["path"]] == [None, "bytes=1000-"]
+
+
+# ---- a switch killed inside its final move (issue 26 item 4) -------------------------------------------------
+
+
+class Killed(BaseException):
+    """What SIGKILL does to the module at that point: nothing after it runs (no except, no cleanup of ours)."""
+
+
+@pytest.fixture
+def kill_switch(monkeypatch):
+    """kill_switch(step): the next switch dies at its step-th rename or deletion (0: before the first rename).
+
+    The final move renames b's changed files into place in path order (README.md, b-only.bin,
+    shard-2.safetensors), then deletes a's leftovers (extra/a-only.bin). Returns the steps done before the kill.
+    """
+    done = []
+    armed = {"at": None}
+    real_put, real_remove = HubSnapshot._put_in_place, HubSnapshot._remove
+
+    def step(self, name):
+        if self.switching and armed["at"] is not None:
+            if len(done) == armed["at"]:
+                armed["at"] = None
+                raise Killed(name)
+            done.append(name)
+
+    def put(self, entry, partial):
+        step(self, entry["path"])
+        return real_put(self, entry, partial)
+
+    def remove(self, path):
+        step(self, "rm " + path)
+        return real_remove(self, path)
+
+    monkeypatch.setattr(HubSnapshot, "_put_in_place", put)
+    monkeypatch.setattr(HubSnapshot, "_remove", remove)
+
+    def _arm(at):
+        done.clear()
+        armed["at"] = at
+        return done
+
+    return _arm
+
+
+def leftovers(store):
+    """Files left under the store's partial-download folder and its switch journal."""
+    out = []
+    for root, _dirs, files in os.walk(store / ".cache" / "huggingface"):
+        out += [os.path.relpath(os.path.join(root, name), store) for name in files if not name.endswith(".lock")]
+    return sorted(out)
+
+
+def assert_holds_only(store, hub_data, verify_store, rev):
+    assert store_files(store) == hub_data.expected_sha256(fixtures.SWITCH, rev)
+    commit, recorded = manifest_of(store)
+    assert commit == rev and recorded == set(hub_data.expected_sha256(fixtures.SWITCH, rev))
+    assert leftovers(store) == []
+    kind, verified = verify_store(store, rev)
+    assert kind == "exit", verified
+
+
+@pytest.mark.parametrize("verify", ["manifest", "none"])
+@pytest.mark.parametrize("at", [1, 2, 3])
+def test_a_rollback_after_a_switch_killed_in_its_final_move_leaves_only_the_old_revision(
+    run, verify_store, kill_switch, store, hub_data, at, verify
+):
+    assert run(args(store, A))[0] == "exit"
+    done = kill_switch(at)
+    with pytest.raises(Killed):
+        run(args(store, B))
+    assert done == ["README.md", "b-only.bin", SHARD2][:at]
+    assert manifest_of(store)[0] == A  # killed before the manifest was rewritten
+
+    kind, result = run(args(store, A, verify=verify))
+    assert kind == "exit", result
+    assert result["changed"] is True
+    assert ("b-only.bin" in result["removed"]) == (at >= 2)
+    assert_holds_only(store, hub_data, verify_store, A)
+
+
+def test_a_switch_back_and_forth_under_kills_leaves_exactly_one_revision(
+    run, verify_store, kill_switch, store, hub_data
+):
+    assert run(args(store, A))[0] == "exit"
+    for target, back, at in ((B, A, 2), (B, A, 3), (A, B, 1), (A, B, 2)):
+        if manifest_of(store)[0] != back:
+            assert run(args(store, back))[0] == "exit"
+        kill_switch(at)
+        with pytest.raises(Killed):
+            run(args(store, target))
+        kind, result = run(args(store, back))  # roll back
+        assert kind == "exit", result
+        assert_holds_only(store, hub_data, verify_store, back)
+        kill_switch(at)
+        with pytest.raises(Killed):
+            run(args(store, target))
+        kind, result = run(args(store, target))  # or go on
+        assert kind == "exit", result
+        assert_holds_only(store, hub_data, verify_store, target)

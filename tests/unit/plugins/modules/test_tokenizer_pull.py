@@ -4,6 +4,7 @@
 import hashlib
 import os
 import stat
+import time
 
 import pytest
 from ansible_collections.sparkfold.cluster.plugins.module_utils import tokenizer
@@ -458,3 +459,42 @@ def test_unpinned_warning_without_variable_names_the_option(run, hub_server, hub
     )
     assert kind == "exit", result
     assert warnings[1:] == [unpinned(BASE, "main", "branch", BASE_PIN, "this task's base_revision")]
+
+
+# ---- timeouts (issue 26 item 3): the options of hub_snapshot, and messages that name them ------------------
+SLACK = 3.0  # seconds a slow machine may add to a deadline
+
+
+def test_a_silent_hub_fails_after_read_timeout_naming_the_option(run, hub_server, model_dir):
+    before = snapshot(model_dir)
+    fault = hub_server.add_fault(r"^/api/models/", "hang")
+    start = time.monotonic()
+    kind, result, _warnings = pull(run, hub_server, model_dir, read_timeout=0.5)
+    assert kind == "fail", result
+    assert fault.hits == 1 and time.monotonic() - start < 0.5 + SLACK
+    assert result["hub_error"] == "timeout"
+    assert "gave up after waiting 0.5 s" in result["msg"] and "read_timeout=0.5" in result["msg"]
+    assert snapshot(model_dir) == before
+
+
+def test_a_tokenizer_file_that_never_comes_fails_after_read_timeout(run, hub_server, model_dir):
+    before = snapshot(model_dir)
+    hub_server.add_fault(r"/resolve/[^/]+/tokenizer\.json$", "stall", methods=("GET",), hold=10)
+    start = time.monotonic()
+    kind, result, _warnings = pull(run, hub_server, model_dir, read_timeout=0.5)
+    assert kind == "fail", result
+    assert time.monotonic() - start < 2 * 0.5 + SLACK
+    assert result["hub_error"] == "timeout"
+    assert "tokenizer.json" in result["msg"] and "read_timeout=0.5" in result["msg"]
+    assert "Nothing was written" in result["msg"]
+    assert snapshot(model_dir) == before
+
+
+def test_a_trickling_tokenizer_download_is_cut_off_by_stall_timeout(run, hub_server, model_dir):
+    hub_server.add_fault(r"/resolve/[^/]+/tokenizer\.json$", "trickle", methods=("GET",), step=256, interval=0.05)
+    start = time.monotonic()
+    kind, result, _warnings = pull(run, hub_server, model_dir, stall_timeout=0.5)
+    assert kind == "fail", result
+    assert time.monotonic() - start < 2 * 0.5 + SLACK
+    assert result["hub_error"] == "stalled"
+    assert "tokenizer.json" in result["msg"] and "stall_timeout=0.5" in result["msg"]
