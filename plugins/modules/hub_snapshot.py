@@ -140,8 +140,8 @@ options:
       - V(http) downloads every file with the module's own HTTP Range download through the Hub's
         C(/resolve) URL (the Hub's HTTP bridge for Xet files), one stream per file, O(max_workers) files at once.
       - What V(auto) gives up on its Xet files, because huggingface_hub 2.4.0 cannot do it, stated exactly.
-        O(stall_timeout), O(min_rate) and O(download_retries) do not apply: hf_xet retries its chunk fetches with
-        its own timeouts. A failed or killed Xet download is not resumed: C(hf_hub_download) writes each attempt
+        O(stall_timeout), O(min_rate) and O(download_retries) do not apply, since hf_xet retries its chunk fetches
+        with its own timeouts. A failed or killed Xet download is not resumed, since C(hf_hub_download) writes each attempt
         to a process-unique C(.<uuid>.incomplete) file and deletes it on failure, so the next run fetches that file
         again from its first byte. The progress file counts a Xet file's bytes when the file is complete.
       - The library's own HTTP path is not used. It would bring no speed (one stream per file, as here) and it
