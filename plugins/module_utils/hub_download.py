@@ -80,6 +80,44 @@ def xet_available():
     return importlib.util.find_spec("hf_xet") is not None
 
 
+def library_progress(on_bytes):
+    """A tqdm_class for hf_hub_download that shows nothing and tells ``on_bytes(n)`` of the file's bytes written.
+
+    With update_transfer defined, huggingface_hub's Xet progress reporter sends the bytes written to the file
+    (hf_xet's reconstruction) to update() and the network bytes (fewer, deduplicated) to update_transfer(),
+    which are not counted. Its HTTP path sends the bytes it writes to update().
+    """
+
+    class LibraryProgress:
+        def __init__(self, *_args, **kwargs):
+            self.n = kwargs.get("initial") or 0
+            self.total = kwargs.get("total")
+
+        def update(self, count=1):
+            if count:
+                self.n += count
+                on_bytes(count)
+
+        def update_transfer(self, count=1):
+            pass
+
+        def set_postfix_str(self, *_args, **_kwargs):
+            pass
+
+        set_transfer_postfix_str = set_description = refresh = set_postfix_str
+
+        def close(self):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *_exc):
+            self.close()
+
+    return LibraryProgress
+
+
 class Stalled(Exception):
     """An attempt that brought too few bytes within the stall deadline (args: bytes, seconds)."""
 
@@ -182,9 +220,15 @@ class Downloader:
         What the library does not do and this cannot add: a stall deadline or a minimum rate (hf_xet retries its
         chunk fetches with timeouts of its own), and a resume across runs (hf_hub_download 2.4.0 deletes its
         process-unique partial file when a download fails; a new run fetches the file again). Progress is
-        counted when the file is complete.
+        counted as hf_xet writes the file, through the library's public tqdm_class hook.
         """
         path, size = entry["path"], entry["size"]
+        seen = [0]
+
+        def on_bytes(count):
+            seen[0] += count
+            self._count(count)
+
         try:
             got = hf_hub_download(
                 self.repo_id,
@@ -196,8 +240,10 @@ class Downloader:
                 endpoint=self.endpoint,
                 library_name=LIBRARY_NAME,
                 etag_timeout=self.timeouts.read,
+                tqdm_class=library_progress(on_bytes),
             )
         except Exception as exc:
+            self._count(-seen[0])
             if is_timeout(exc):
                 raise HubError(describe_timeout(exc, f"{path}: downloading it through hf_xet", self.timeouts),
                                kind="timeout") from exc
@@ -205,6 +251,7 @@ class Downloader:
         actual_size = os.path.getsize(got)
         actual = hash_file(got, kind, actual_size) if actual_size == size else None
         if actual != digest:
+            self._count(-seen[0])
             os.unlink(got)
             seen = f"{kind} {actual}" if actual else f"{actual_size} bytes instead of {size}"
             raise HubError(
@@ -213,7 +260,7 @@ class Downloader:
                 kind="hash_mismatch",
             )
         os.replace(got, partial)
-        self._count(size)
+        self._count(size - seen[0])  # what the progress hook did not report (a file found already complete)
 
     def fill(self, location, headers, partial, entry, kind):
         """Fill ``partial`` up to the entry's size, resuming what is there; return (resumed, hex digest).

@@ -141,9 +141,9 @@ options:
         C(/resolve) URL (the Hub's HTTP bridge for Xet files), one stream per file, O(max_workers) files at once.
       - What V(auto) gives up on its Xet files, because huggingface_hub 2.4.0 cannot do it, stated exactly.
         O(stall_timeout), O(min_rate) and O(download_retries) do not apply, since hf_xet retries its chunk fetches
-        with its own timeouts. A failed or killed Xet download is not resumed, since C(hf_hub_download) writes each attempt
-        to a process-unique C(.<uuid>.incomplete) file and deletes it on failure, so the next run fetches that file
-        again from its first byte. The progress file counts a Xet file's bytes when the file is complete.
+        with its own timeouts. A failed or killed Xet download is not resumed, since C(hf_hub_download) writes each
+        attempt to a process-unique C(.<uuid>.incomplete) file and deletes it on failure, so the next run fetches
+        that file again from its first byte. The progress file counts a Xet file's bytes as hf_xet writes them.
       - The library's own HTTP path is not used. It would bring no speed (one stream per file, as here) and it
         lacks the Range resume across runs, the stall deadline and the bound on attempts without progress.
       - E(HF_XET_HIGH_PERFORMANCE=1) in the task's environment lets hf_xet use more concurrent connections and

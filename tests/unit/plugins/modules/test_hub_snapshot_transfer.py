@@ -5,17 +5,22 @@
 
 No Xet storage (CAS) server can run here, so hf_xet's transport is faked: huggingface_hub.file_download.xet_get,
 the one function through which hf_hub_download hands a Xet-backed file to hf_xet, is replaced by a fake that
-records the call and writes the file's bytes. Everything before it is the real library: hf_hub_download asks
-the test Hub (tests/hub/server.py) for the file, reads the Xet hash and the xet-auth link the Hub answers
-for a Xet-backed file (its listing has `xetHash`), and chooses its Xet path itself.
+records the call, writes the file's bytes and reports progress through the library's Xet progress reporter.
+Everything before it is the real library: hf_hub_download asks the test Hub (tests/hub/server.py) for the file,
+reads the Xet hash and the xet-auth link the Hub answers for a Xet-backed file (its listing has `xetHash`), and
+chooses its Xet path itself.
 """
 
+import json
+import logging
 import os
-import shutil
+import time
+import types
 
 import pytest
 from huggingface_hub import constants as hf_constants
 from huggingface_hub import file_download
+from huggingface_hub.utils._xet_progress_reporting import XetDownloadProgressReporter
 
 from tests.hub import fixtures
 from tests.hub.fixtures import quant_args as quant
@@ -41,11 +46,25 @@ def xet(monkeypatch, hub_server, hub_data):
     monkeypatch.setattr(hf_constants, "HF_HUB_DISABLE_XET", False)  # the unit tests' environment disables it
     calls = []
     spoil = []  # append True: the fake writes other bytes than the file's
+    on_half = []  # a function to call when half the file is written
 
-    def fake_xet_get(*, incomplete_path, xet_file_data, headers, expected_size=None, **_kwargs):
+    def fake_xet_get(*, incomplete_path, xet_file_data, headers, expected_size=None, tqdm_class=None, **_kwargs):
         calls.append({"path": str(incomplete_path), "hash": xet_file_data.file_hash,
                       "refresh": xet_file_data.refresh_route, "size": expected_size})
-        shutil.copyfile(hub_data.blob_path(entry.sha256), incomplete_path)
+        data = hub_data.read(entry.sha256)
+        half = len(data) // 2
+        # progress as hf_xet reports it, through the library's own reporter and the tqdm_class it was given:
+        # bytes written to the file (update) and, fewer, network bytes (update_transfer)
+        with XetDownloadProgressReporter(reconstruction_desc=SHARD, total=expected_size, log_level=logging.INFO,
+                                         tqdm_class=tqdm_class) as reporter, open(incomplete_path, "wb") as handle:
+            handle.write(data[:half])
+            if on_half:
+                time.sleep(0.6)  # the progress file is rewritten at most twice a second, when bytes are counted
+            reporter.update_progress(group_report(half, half // 3, len(data)))
+            if on_half:
+                on_half[0]()
+            handle.write(data[half:])
+            reporter.update_progress(group_report(len(data), len(data) // 3, len(data)))
         if spoil:
             with open(incomplete_path, "r+b") as handle:
                 handle.write(b"\0")
@@ -53,7 +72,15 @@ def xet(monkeypatch, hub_server, hub_data):
     monkeypatch.setattr(file_download, "xet_get", fake_xet_get)
     fake_xet_get.calls = calls
     fake_xet_get.spoil = spoil
+    fake_xet_get.on_half = on_half
     return fake_xet_get
+
+
+def group_report(written, transferred, total):
+    """hf_xet's progress report of a download group (the fields huggingface_hub's reporter reads)."""
+    return types.SimpleNamespace(total_bytes_completed=written, total_transfer_bytes_completed=transferred,
+                                 total_bytes=total, total_bytes_completion_rate=None,
+                                 total_transfer_bytes_completion_rate=None)
 
 
 def resolve_gets(hub_server, path):
@@ -114,3 +141,16 @@ def test_a_xet_download_with_other_bytes_is_never_put_in_place(run, store, xet):
     assert result["kind"] == "hash_mismatch"
     assert SHARD in result["msg"] and "transfer=http" in result["msg"]
     assert not (store / SHARD).exists()
+
+
+def test_the_progress_file_counts_a_xet_file_as_it_is_written(run, store, tmp_path, hub_data, xet):
+    entry = hub_data.file(fixtures.QUANT, SHARD, fixtures.QUANT_PIN)
+    progress = tmp_path / "progress.json"
+    seen = []
+
+    xet.on_half.append(lambda: seen.append(json.loads(progress.read_text())))
+    kind, result = run(quant(store, allow_patterns=[SHARD], progress_file=str(progress)))
+    assert kind == "exit", result
+    assert seen and seen[0]["phase"] == "downloading" and seen[0]["bytes_done"] == entry.size // 2
+    assert result["downloaded_bytes"] == entry.size  # counted once, not again at the end
+    assert json.loads(progress.read_text())["bytes_done"] == entry.size
