@@ -72,8 +72,8 @@ def test_the_xet_path_of_hub_snapshot_calls_what_exists():
     xet_available() reads HF_HUB_DISABLE_XET, as huggingface_hub's own choice of its Xet path does."""
     signature = inspect.signature(hf_hub_download)
     assert list(signature.parameters)[:2] == ["repo_id", "filename"]
-    assert {"repo_type", "revision", "local_dir", "token", "endpoint", "library_name", "etag_timeout"} <= set(
-        signature.parameters)
+    assert {"repo_type", "revision", "local_dir", "token", "endpoint", "library_name", "etag_timeout",
+            "tqdm_class"} <= set(signature.parameters)
     assert all(signature.parameters[name].kind is inspect.Parameter.KEYWORD_ONLY
                for name in ("repo_type", "revision", "local_dir", "token", "endpoint", "library_name"))
     assert "xet_file_data" in {field.name for field in dataclasses.fields(HfFileMetadata)}
