@@ -146,8 +146,10 @@ options:
         that file again from its first byte. The progress file counts a Xet file's bytes as hf_xet writes them.
       - The library's own HTTP path is not used. It would bring no speed (one stream per file, as here) and it
         lacks the Range resume across runs, the stall deadline and the bound on attempts without progress.
-      - E(HF_XET_HIGH_PERFORMANCE=1) in the task's environment lets hf_xet use more concurrent connections and
-        memory (it replaces the deprecated hf_transfer). It only changes Xet files under V(auto).
+      - E(HF_XET_HIGH_PERFORMANCE=1) in the task's environment makes hf_xet try to saturate the network and use
+        every CPU core for parallel downloads. It is what replaces E(HF_HUB_ENABLE_HF_TRANSFER), deprecated with
+        hf_transfer (huggingface_hub 2.4.0 C(constants.py) warns when the latter is set). It only changes Xet files
+        under V(auto); the module's HTTP downloads ignore it.
     type: str
     default: auto
     choices: [auto, http]
