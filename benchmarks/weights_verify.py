@@ -27,6 +27,7 @@ import argparse
 import hashlib
 import json
 import os
+import resource
 import shutil
 import statistics
 import struct
@@ -123,10 +124,17 @@ def drop_caches():
         return False
 
 
+LAST_CPU = [0.0]  # CPU seconds (user + system) of the last timed command, from the children's rusage
+
+
 def timed(cmd, env, ok_codes=(0,)):
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    used = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+    LAST_CPU[0] = used
     if proc.returncode not in ok_codes:
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
     return elapsed, proc
@@ -159,12 +167,15 @@ def main():
     parser.add_argument("--fixture", action="store_true",
                         help="the unit tests' fixture Hub instead (tests/hub/fixtures.py: its quant repo at its pin, "
                              "small files; the lab serves the same repos)")
+    parser.add_argument("--transfer", choices=["auto", "http"], default="auto", help="hub_snapshot's transfer option")
     opts = parser.parse_args()
 
     work = tempfile.mkdtemp(prefix="sparkfold-bench-", dir=opts.tmp)
     env = dict(os.environ)
+    # hf_xet installed and enabled for both tools, as a user runs them; the test Hub stores no file with Xet
+    # (it has no Xet storage), so both move every byte over HTTP here: what Xet changes is not measured.
+    env.pop("HF_HUB_DISABLE_XET", None)
     env.update(
-        HF_HUB_DISABLE_XET="1",
         HF_HOME=os.path.join(work, "hf-home"),
         HF_HUB_DISABLE_TELEMETRY="1",
         HF_HUB_DISABLE_PROGRESS_BARS="1",
@@ -187,12 +198,14 @@ def main():
         env["HF_ENDPOINT"] = url
         nfiles = len(hub.repos[repo_id].files(commit))
         print(f"store: {nfiles} files, {total / 1024**3:.2f} GiB ({total} bytes), built in {build_s:.1f} s")
-        print(f"server: {url}   workers: {opts.workers}   cpus: {os.cpu_count()}")
+        print(f"server: {url}   workers: {opts.workers}   cpus: {os.cpu_count()}   transfer: {opts.transfer}   "
+              f"load average: {os.getloadavg()[0]:.1f}")
         print()
 
         ours = os.path.join(work, "store-hub_snapshot")
         theirs = os.path.join(work, "store-hf")
-        base = {"repo_id": repo_id, "revision": commit, "endpoint": url, "local_dir": ours, "max_workers": opts.workers}
+        base = {"repo_id": repo_id, "revision": commit, "endpoint": url, "local_dir": ours, "max_workers": opts.workers,
+                "transfer": opts.transfer}
         hf = venv_bin("hf")
         hf_cmd = [hf, "download", repo_id, "--revision", commit, "--local-dir", theirs,
                   "--max-workers", str(opts.workers)]
@@ -207,15 +220,17 @@ def main():
             seconds, result = run_module(dict(base, min_free_bytes=0), env, work)
             if result["downloaded_bytes"] != total:
                 raise RuntimeError(f"hub_snapshot downloaded {result['downloaded_bytes']} of {total} bytes")
+            cpu_ours.append(LAST_CPU[0])
             return seconds, server.bytes_served - served
 
         def hf_download():
             shutil.rmtree(theirs, ignore_errors=True)
             served = server.bytes_served
             seconds, _proc = timed(hf_cmd, env)
+            cpu_hf.append(LAST_CPU[0])
             return seconds, server.bytes_served - served
 
-        dl_ours_all, dl_hf_all = [], []
+        dl_ours_all, dl_hf_all, cpu_ours, cpu_hf = [], [], [], []
         for rep in range(opts.repeats):
             # alternate the order: the second of a pair finds the server's files in the page cache too
             pair = [(ours_download, dl_ours_all), (hf_download, dl_hf_all)]
@@ -239,9 +254,10 @@ def main():
             return seconds
 
         noop_ours_all, noop_hf_all = [], []
-        for _rep in range(opts.repeats):
-            noop_ours_all.append(ours_noop())
-            noop_hf_all.append(hf_noop())
+        for rep in range(opts.repeats):
+            pair = [(ours_noop, noop_ours_all), (hf_noop, noop_hf_all)]
+            for fn, into in pair if rep % 2 == 0 else reversed(pair):
+                into.append(fn())
         noop_ours, noop_hf = statistics.median(noop_ours_all), statistics.median(noop_hf_all)
 
         dropped = []
@@ -284,11 +300,18 @@ def main():
         print(f"  hf download         {dl_hf:8.2f} s  {rate(total, dl_hf)}  served {served_hf} bytes"
               f"  runs: {runs(s for s, _served in dl_hf_all)}")
         print(f"  ratio hub_snapshot/hf download time: {dl_ours / dl_hf:.2f}x (target <= 1.00)")
+        print(f"  CPU seconds (user + system), median: hub_snapshot {statistics.median(cpu_ours):.2f}  "
+              f"hf download {statistics.median(cpu_hf):.2f}  (hub_snapshot hashes every byte against the Hub's "
+              "sha256 and fsyncs each file; hf download 2.4.0 does neither)")
+        rounds = [hf_s / ours_s for (ours_s, _a), (hf_s, _b) in zip(dl_ours_all, dl_hf_all)]
+        print(f"  speed hub_snapshot/hf download per round: {runs(rounds)}x (target >= 1.00 in every round: "
+              f"{'met' if min(rounds) >= 1.0 else 'missed'})")
         print()
         print(f"no-op re-run on the complete store (nothing to fetch), median of {opts.repeats}")
         print(f"  hub_snapshot manifest {noop_ours:8.2f} s  runs: {runs(noop_ours_all)}")
         print(f"  hf download           {noop_hf:8.2f} s  runs: {runs(noop_hf_all)}")
         print(f"  ratio hub_snapshot/hf download time: {noop_ours / noop_hf:.2f}x (target <= 1.10)")
+        print(f"  per round: {runs(o / h for o, h in zip(noop_ours_all, noop_hf_all))}x")
         print()
         caches = "page cache dropped" if dropped and all(dropped) else "page cache warm"
         print(f"re-verify of the complete store ({caches})")
@@ -302,6 +325,7 @@ def main():
         print(
             f"each time includes interpreter start-up and imports ({baseline:.2f} s here) and the Hub listing call"
         )
+        print(f"load average at the end: {os.getloadavg()[0]:.1f} (other work on this machine slows both tools)")
     finally:
         if server is not None:
             server.stop()

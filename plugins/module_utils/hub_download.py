@@ -1,16 +1,29 @@
 # Copyright: (c) 2026, sparkfold developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The file downloader of hub_snapshot: one Hub file into a resumable partial file, hashed as it streams.
+"""The file downloader of hub_snapshot: one Hub file into its staging file, verified against the Hub's hash.
 
-HTTP goes through huggingface_hub's public helpers (get_hf_file_metadata, http_stream_backoff,
-hf_raise_for_status) and its shared client, so proxies, headers and the timeouts of hub_client apply.
-On top of them: HTTP Range resumes of what a killed or cut run left on disk, retries of dropped
-connections, and a stall deadline (a CDN that trickles bytes).
+Every file is first asked for with one HEAD (huggingface_hub's get_hf_file_metadata), which also tells whether
+the Hub stores it with Xet (X-Xet-Hash, the `xetHash` of its listing). Then, per file:
+
+- transfer=auto, a Xet-backed file and hf_xet installed (and HF_HUB_DISABLE_XET unset): huggingface_hub's
+  public hf_hub_download moves the bytes, through hf_xet (chunked, parallel, deduplicated), into a staging
+  folder beside the store; the result is hashed here against the Hub's sha256 before it goes anywhere.
+- otherwise (transfer=http, a file not stored with Xet, or no hf_xet): our HTTP Range download below, through
+  huggingface_hub's public helpers (http_stream_backoff, hf_raise_for_status) and its shared client, so proxies,
+  headers and the timeouts of hub_client apply. huggingface_hub 2.4.0's own HTTP path (http_get under
+  hf_hub_download) would be no faster (one stream per file, as here) and lacks what the fault tests need: it
+  writes each attempt to a process-unique `.<uuid>.incomplete` file and deletes it when the download fails, so
+  a killed or failed run resumes nothing; its only deadline is the read timeout HF_HUB_DOWNLOAD_TIMEOUT (a CDN
+  that trickles a byte every few seconds is never cut); and it retries a dropped connection for as long as each
+  attempt brings a byte. Those pieces are ours: Range resumes of what a killed or cut run left on disk, a stall
+  deadline per connection, a bound on attempts without progress and a minimum rate over a window.
 """
 
 from __future__ import annotations
 
+import collections
+import importlib.util
 import os
 import threading
 import time
@@ -28,14 +41,17 @@ from ansible_collections.sparkfold.cluster.plugins.module_utils.manifest import 
     HASH_CHUNK,
     expected_hash,
     format_bytes,
+    hash_file,
     new_hasher,
 )
 
 try:
-    from huggingface_hub import get_hf_file_metadata, hf_hub_url
+    from huggingface_hub import constants as hf_constants
+    from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
     from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_stream_backoff
 except ImportError:  # pragma: no cover - reported by the module through HAS_HF
-    get_hf_file_metadata = hf_hub_url = build_hf_headers = hf_raise_for_status = http_stream_backoff = None
+    get_hf_file_metadata = hf_hub_download = hf_hub_url = build_hf_headers = hf_raise_for_status = None
+    http_stream_backoff = hf_constants = None
 
 TRANSIENT_HTTP_ERRORS = (http_lib.TransportError,) if http_lib is not None else (OSError,)
 LIBRARY_NAME = "sparkfold-hub_snapshot"
@@ -44,6 +60,61 @@ RETRY_DELAYS = (1, 2, 4, 8, 8)
 # An attempt must bring STALL_BYTES (or the rest of the file) every stall_timeout seconds (DEFAULT_STALL_TIMEOUT, 60).
 # Stalled or timed-out attempts in a row after which the file is given up (its partial download is kept).
 STALL_ATTEMPTS = 2
+# An attempt that ends early makes progress when it brings this many bytes (or the rest of the file); a CDN that
+# sends a few KiB and drops the connection on every attempt does not, and is given up after download_retries.
+PROGRESS_BYTES = 1024 * 1024
+DEFAULT_DOWNLOAD_RETRIES = 5
+# Whatever each attempt does, a file must average min_rate bytes/s over any rate_window seconds of its download.
+DEFAULT_MIN_RATE = 64 * 1024
+DEFAULT_RATE_WINDOW = 300.0
+TRANSFERS = ("auto", "http")
+
+Located = collections.namedtuple("Located", "location headers xet_hash")
+
+
+def xet_available():
+    """Whether huggingface_hub would download Xet-backed files through hf_xet here (installed, not disabled)."""
+    if hf_constants is None or getattr(hf_constants, "HF_HUB_DISABLE_XET", False):
+        return False
+    return importlib.util.find_spec("hf_xet") is not None
+
+
+def library_progress(on_bytes):
+    """A tqdm_class for hf_hub_download that shows nothing and tells ``on_bytes(n)`` of the file's bytes written.
+
+    With update_transfer defined, huggingface_hub's Xet progress reporter sends the bytes written to the file
+    (hf_xet's reconstruction) to update() and the network bytes (fewer, deduplicated) to update_transfer(),
+    which are not counted. Its HTTP path sends the bytes it writes to update().
+    """
+
+    class LibraryProgress:
+        def __init__(self, *_args, **kwargs):
+            self.n = kwargs.get("initial") or 0
+            self.total = kwargs.get("total")
+
+        def update(self, count=1):
+            if count:
+                self.n += count
+                on_bytes(count)
+
+        def update_transfer(self, count=1):
+            pass
+
+        def set_postfix_str(self, *_args, **_kwargs):
+            pass
+
+        set_transfer_postfix_str = set_description = refresh = set_postfix_str
+
+        def close(self):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *_exc):
+            self.close()
+
+    return LibraryProgress
 
 
 class Stalled(Exception):
@@ -51,9 +122,14 @@ class Stalled(Exception):
 
 
 class Downloader:
-    """Downloads files of one commit. ``on_bytes(n)`` is told of every body byte written (n < 0: discarded)."""
+    """Downloads files of one commit. ``on_bytes(n)`` is told of every body byte written (n < 0: discarded).
 
-    def __init__(self, repo_id, repo_type, revision, commit, endpoint, token, timeouts, stall_timeout, on_bytes):
+    ``library_dir``: the staging folder of huggingface_hub's downloads (the Xet path), on the store's filesystem.
+    """
+
+    def __init__(self, repo_id, repo_type, revision, commit, endpoint, token, timeouts, stall_timeout, on_bytes,
+                 transfer="auto", library_dir=None, retries=DEFAULT_DOWNLOAD_RETRIES, min_rate=DEFAULT_MIN_RATE,
+                 rate_window=DEFAULT_RATE_WINDOW):
         self.repo_id = repo_id
         self.repo_type = repo_type
         self.revision = revision
@@ -63,7 +139,14 @@ class Downloader:
         self.timeouts = timeouts
         self.stall_timeout = stall_timeout
         self.on_bytes = on_bytes
+        self.transfer = transfer
+        self.library_dir = library_dir
+        self.retries = retries
+        self.min_rate = min_rate
+        self.rate_window = rate_window
+        self.use_xet = transfer == "auto" and xet_available()
         self.downloaded = 0
+        self.routes = {}  # path -> "xet" or "http", the route each fetched file took
         self._lock = threading.Lock()
 
     def _count(self, count):
@@ -72,7 +155,9 @@ class Downloader:
         self.on_bytes(count)
 
     def locate(self, entry):
-        """HEAD the file of the commit: return (URL to GET, headers). Auth and gating errors show up here."""
+        """HEAD the file of the commit: return a Located (URL to GET, headers, Xet hash or None).
+
+        Auth and gating errors show up here."""
         path = entry["path"]
         url = hf_hub_url(self.repo_id, path, repo_type=self.repo_type, revision=self.commit, endpoint=self.endpoint)
         token = self.token if self.token else False
@@ -100,14 +185,21 @@ class Downloader:
         location = meta.location or url
         if urlparse(location).netloc != urlparse(url).netloc:
             headers.pop("authorization", None)  # a signed CDN URL: do not hand it the token
-        return location, headers
+        xet_data = getattr(meta, "xet_file_data", None)
+        return Located(location, headers, getattr(xet_data, "file_hash", None))
 
     def fetch(self, entry, partial, located=None):
         """Fill ``partial`` with the file and check its hash; raise HubError (partial kept to resume)."""
         path = entry["path"]
         kind, digest = expected_hash(entry)
-        location, headers = located or self.locate(entry)
+        located = located or self.locate(entry)
+        location, headers = located.location, located.headers
         os.makedirs(os.path.dirname(partial), exist_ok=True)
+        if located.xet_hash and self.use_xet:
+            self.routes[path] = "xet"
+            self.fetch_with_library(entry, partial, kind, digest)
+            return
+        self.routes[path] = "http"
         for attempt in (1, 2):
             resumed, actual = self.fill(location, headers, partial, entry, kind)
             if actual == digest:
@@ -121,13 +213,63 @@ class Downloader:
                     kind="hash_mismatch",
                 )
 
+    def fetch_with_library(self, entry, partial, kind, digest):
+        """A Xet-backed file: huggingface_hub's hf_hub_download (through hf_xet) into library_dir, then verified.
+
+        What the library does not do and this cannot add: a stall deadline or a minimum rate (hf_xet retries its
+        chunk fetches with timeouts of its own), and a resume across runs (hf_hub_download 2.4.0 deletes its
+        process-unique partial file when a download fails; a new run fetches the file again). Progress is
+        counted as hf_xet writes the file, through the library's public tqdm_class hook.
+        """
+        path, size = entry["path"], entry["size"]
+        seen = [0]
+
+        def on_bytes(count):
+            seen[0] += count
+            self._count(count)
+
+        try:
+            got = hf_hub_download(
+                self.repo_id,
+                path,
+                repo_type=self.repo_type,
+                revision=self.commit,
+                local_dir=self.library_dir,
+                token=self.token if self.token else False,
+                endpoint=self.endpoint,
+                library_name=LIBRARY_NAME,
+                etag_timeout=self.timeouts.read,
+                tqdm_class=library_progress(on_bytes),
+            )
+        except Exception as exc:
+            self._count(-seen[0])
+            if is_timeout(exc):
+                raise HubError(describe_timeout(exc, f"{path}: downloading it through hf_xet", self.timeouts),
+                               kind="timeout") from exc
+            raise describe_hub_error(exc, self.repo_id, self.revision, self.endpoint, self.token) from exc
+        actual_size = os.path.getsize(got)
+        actual = hash_file(got, kind, actual_size) if actual_size == size else None
+        if actual != digest:
+            self._count(-seen[0])
+            os.unlink(got)
+            seen = f"{kind} {actual}" if actual else f"{actual_size} bytes instead of {size}"
+            raise HubError(
+                f"{path}: the Xet download (huggingface_hub with hf_xet) has {seen}, the Hub lists {kind} {digest}; "
+                "nothing was put in place. Run again, or set transfer=http to fetch it over HTTP",
+                kind="hash_mismatch",
+            )
+        os.replace(got, partial)
+        self._count(size - seen[0])  # what the progress hook did not report (a file found already complete)
+
     def fill(self, location, headers, partial, entry, kind):
         """Fill ``partial`` up to the entry's size, resuming what is there; return (resumed, hex digest).
 
         Every chunk goes to disk (unbuffered) as it arrives, so what a killed run received is kept and
         asked for again with ``Range: bytes=<have>-`` only from the next byte on. A dropped connection
-        is retried the same way, RETRY_DELAYS apart, as long as each attempt brings new bytes. An attempt
-        that stalls (see read) or times out is retried at once; STALL_ATTEMPTS in a row give the file up.
+        is retried the same way, RETRY_DELAYS apart; ``retries`` attempts in a row that end early without
+        progress (PROGRESS_BYTES, or the rest of the file) give the file up. An attempt that stalls (see
+        _attempt) or times out is retried at once; STALL_ATTEMPTS in a row give the file up. Whatever the
+        attempts do, the file must bring min_rate bytes/s over any rate_window seconds (see _check_rate).
         """
         size = entry["size"]
         fd = os.open(partial, os.O_RDWR | os.O_CREAT, 0o644)
@@ -146,11 +288,14 @@ class Downloader:
                 hasher.update(chunk)
             handle.seek(have)
             self.on_bytes(have)
-            state = {"have": have, "hasher": hasher}
+            state = {"have": have, "hasher": hasher, "samples": collections.deque([(time.monotonic(), have)]),
+                     "attempts": 0, "host": urlparse(location).netloc}
             failures = stalls = 0
+            brought = []  # bytes of each attempt in the current run of attempts without progress
             while state["have"] < size:
                 error = stall = None
                 start = state["have"]
+                state["attempts"] += 1
                 try:
                     self._attempt(location, headers, handle, state, entry, kind)
                 except Stalled as exc:
@@ -163,19 +308,21 @@ class Downloader:
                 have = state["have"]
                 if have >= size:
                     break
+                self._check_rate(entry, state)
                 if stall is not None:
                     stalls += 1
                     if stalls >= STALL_ATTEMPTS:
                         raise self._stall_error(entry, location, stall, have)
                     continue
-                failures = 1 if have > start else failures + 1
-                if failures > len(RETRY_DELAYS):
-                    raise HubError(
-                        f"{entry['path']}: the download stopped at {have} of {size} bytes {failures} times in a row "
-                        f"({error or 'connection closed early'}); the next run resumes it",
-                        kind="network",
-                    )
-                time.sleep(RETRY_DELAYS[failures - 1])
+                if have - start >= min(PROGRESS_BYTES, size - start):
+                    failures, brought = 0, []
+                else:
+                    failures += 1
+                    brought.append(have - start)
+                    if failures > self.retries:
+                        raise self._no_progress_error(entry, state, brought, error)
+                time.sleep(RETRY_DELAYS[min(max(failures, 1), len(RETRY_DELAYS)) - 1])
+                self._check_rate(entry, state)
             os.fsync(handle.fileno())
         return resumed, state["hasher"].hexdigest()
 
@@ -218,17 +365,64 @@ class Downloader:
                 window_bytes += len(chunk)
                 self._count(len(chunk))
                 now = time.monotonic()
+                self._check_rate(entry, state, now)
                 if window_bytes >= min(STALL_BYTES, size - have + window_bytes):
                     window_start, window_bytes = now, 0
                 elif now - window_start > self.stall_timeout:
                     raise Stalled(window_bytes, now - window_start)
 
-    def _stall_error(self, entry, location, stall, have):
+    def _check_rate(self, entry, state, now=None):
+        """Give the file up when it brought less than min_rate bytes/s over the last rate_window seconds.
+
+        Samples (time, bytes on disk) span the whole download of the file in this run, retries and their
+        waits included, so a CDN that sends a little on every connection is measured as the user sees it.
+        """
+        if not self.min_rate:
+            return
+        now = time.monotonic() if now is None else now
+        samples = state["samples"]
+        have = state["have"]
+        if samples[-1][0] < now - 0.05 or samples[-1][1] != have:
+            samples.append((now, have))
+        if now - samples[0][0] < self.rate_window:
+            return
+        while len(samples) > 1 and samples[1][0] <= now - self.rate_window:
+            samples.popleft()
+        got = have - samples[0][1]
+        if got >= self.min_rate * self.rate_window:
+            return
         path, size = entry["path"], entry["size"]
-        kept = (
+        raise HubError(
+            f"{path}: {state['host']} brought {format_bytes(got)} in the last {self.rate_window:g} s "
+            f"({format_bytes(got / self.rate_window)}/s over {state['attempts']} attempts), less than "
+            f"min_rate={self.min_rate} bytes/s over rate_window={self.rate_window:g}; the file was given up at "
+            f"{have} of {size} bytes. {self._kept(have)} The link or the CDN is too slow for this file: run again "
+            "later or from another network; lower min_rate only if this link is really that slow.",
+            kind="slow",
+        )
+
+    def _no_progress_error(self, entry, state, brought, error):
+        path, size, have = entry["path"], entry["size"], state["have"]
+        each = ", ".join(format_bytes(count) for count in brought[-5:])
+        return HubError(
+            f"{path}: {state['host']} ended the download early on {len(brought)} attempts in a row without progress "
+            f"(each brought less than {format_bytes(min(PROGRESS_BYTES, size))}; the last ones brought {each}; "
+            f"last: {error or 'connection closed before the end of the file'}); the file was given up at {have} "
+            f"of {size} bytes after download_retries={self.retries}. {self._kept(have)} The server or a proxy drops "
+            "the connection mid-file: run again later or from another network.",
+            kind="network",
+        )
+
+    @staticmethod
+    def _kept(have):
+        return (
             f"The {format_bytes(have)} received are kept under .cache/huggingface/download and the next run "
             "resumes from there."
         )
+
+    def _stall_error(self, entry, location, stall, have):
+        path, size = entry["path"], entry["size"]
+        kept = self._kept(have)
         if isinstance(stall, Stalled):
             got, seconds = stall.args
             host = urlparse(location).netloc

@@ -17,12 +17,18 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import stat
 import threading
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
 from ansible_collections.sparkfold.cluster.plugins.module_utils.hub import HubError, describe_hub_error
-from ansible_collections.sparkfold.cluster.plugins.module_utils.hub_download import Downloader
+from ansible_collections.sparkfold.cluster.plugins.module_utils.hub_download import (
+    DEFAULT_DOWNLOAD_RETRIES,
+    DEFAULT_MIN_RATE,
+    DEFAULT_RATE_WINDOW,
+    Downloader,
+)
 from ansible_collections.sparkfold.cluster.plugins.module_utils.hub_timeouts import DEFAULT_STALL_TIMEOUT
 from ansible_collections.sparkfold.cluster.plugins.module_utils.manifest import (
     BAD,
@@ -86,6 +92,7 @@ class HubSnapshot(SnapshotPlanner):
             raise HubError("min_free_bytes must be 0 or more", kind="args")
         if self.stall_timeout <= 0:
             raise HubError("stall_timeout must be a number of seconds above 0", kind="args")
+        transfer_args = self._transfer_args()
 
         selected = self.resolve()
         manifest = self.load_manifest()
@@ -103,6 +110,7 @@ class HubSnapshot(SnapshotPlanner):
         self.downloader = Downloader(
             self.repo_id, self.repo_type, self.revision, self.commit, self.endpoint, self.token, self.timeouts,
             self.stall_timeout, lambda count: progress.add("bytes_done", count),
+            library_dir=os.path.join(self.local_dir, ".cache", "huggingface", "xet"), **transfer_args,
         )
         try:
             with store_lock(self.local_dir, check_mode):
@@ -110,6 +118,23 @@ class HubSnapshot(SnapshotPlanner):
         except (HubError, OSError) as exc:
             progress.update(force=True, phase="failed", current=[], error=getattr(exc, "msg", None) or str(exc))
             raise
+
+    def _transfer_args(self):
+        """The transfer options (hub_download.Downloader's arguments), checked before anything is fetched."""
+        params = self.module.params
+        args = {
+            "transfer": params.get("transfer") or "auto",
+            "retries": _default(params.get("download_retries"), DEFAULT_DOWNLOAD_RETRIES),
+            "min_rate": _default(params.get("min_rate"), DEFAULT_MIN_RATE),
+            "rate_window": _default(params.get("rate_window"), DEFAULT_RATE_WINDOW),
+        }
+        if args["retries"] < 0:
+            raise HubError("download_retries must be 0 or more", kind="args")
+        if args["min_rate"] < 0:
+            raise HubError("min_rate must be 0 (no minimum) or a number of bytes per second above 0", kind="args")
+        if args["rate_window"] <= 0:
+            raise HubError("rate_window must be a number of seconds above 0", kind="args")
+        return args
 
     def _run_locked(self, selected, manifest, progress, check_mode):
         by_path = {entry["path"]: entry for entry in selected}
@@ -149,6 +174,7 @@ class HubSnapshot(SnapshotPlanner):
             "downloaded_bytes": 0,
             "files": [dict(entry, status=STATUS[states[entry["path"]]]) for entry in selected],
             "removed": sorted(remove + [item["path"] for item in strays]),
+            "xet_files": [],
         }
         if check_mode:
             result["would_download"] = [entry["path"] for entry in fetch]
@@ -217,7 +243,9 @@ class HubSnapshot(SnapshotPlanner):
         if self._journal_seen:  # the manifest now records what is in place: nothing left to undo
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.journal_path)
+        shutil.rmtree(self.downloader.library_dir, ignore_errors=True)  # hf_hub_download's bookkeeping
         result["downloaded_bytes"] = self.downloaded
+        result["xet_files"] = sorted(path for path, route in self.downloader.routes.items() if route == "xet")
         result["changed"] = self.downloaded > 0 or moved or bool(staged or remove) or manifest_changed
         progress.update(force=True, phase="done", current=[])
         if self.module._diff:
@@ -455,6 +483,10 @@ class HubSnapshot(SnapshotPlanner):
             "before": file_lines(before_files),
             "after": file_lines(selected),
         }
+
+
+def _default(value, default):
+    return default if value is None else value
 
 
 def _prune_empty_dirs(top):

@@ -69,8 +69,10 @@ def download(api, repo_id, commit, record, dest):
     except ValueError as exc:
         raise HubError(f"{repo_id}@{commit} on {api.endpoint}: {exc}", kind="listing") from None
     timeouts = current_timeouts()
+    # The tokenizer's few small files over our bounded HTTP download (a Xet-backed one through the Hub's HTTP
+    # bridge): no staging folder for huggingface_hub's Xet path, and the stall bound applies to every file.
     downloader = Downloader(repo_id, "model", commit, commit, api.endpoint, api.token, timeouts, timeouts.stall,
-                            lambda _count: None)
+                            lambda _count: None, transfer="http")
     try:
         downloader.fetch(entry, dest)
     except HubError:

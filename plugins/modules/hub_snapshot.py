@@ -20,7 +20,11 @@ description:
   - Every downloaded file is hashed while it streams and compared with the hash the Hub publishes (sha256 for LFS
     files, the git blob id for the others) before it is moved into place; a file that does not match is never
     put in O(local_dir).
-  - Keeps partial downloads under C(<local_dir>/.cache/huggingface/download/) and resumes them with HTTP Range
+  - Moves the bytes as O(transfer) says. With V(auto), a file the Hub stores with Xet (its HEAD answers
+    C(X-Xet-Hash); its listing has C(xetHash)) is downloaded by huggingface_hub's C(hf_hub_download) through
+    hf_xet into C(<local_dir>/.cache/huggingface/xet/), as C(hf download) fetches it; every other file, and every
+    file with V(http), by the module's own HTTP Range download described below.
+  - Keeps partial HTTP downloads under C(<local_dir>/.cache/huggingface/download/) and resumes them with HTTP Range
     requests on the next run, so a run killed in the middle of a 5 GB shard loses nothing already transferred.
   - Records every verified file (path, size, mtime in nanoseconds, sha256 or blob id, time of verification, with the
     repository and commit) in C(<local_dir>/.sparkfold-manifest.json). See O(verify) for how a run uses it.
@@ -46,6 +50,9 @@ description:
     cut off by O(stall_timeout), so that a Hub or CDN that stops answering fails the task with a message naming the
     host instead of hanging it. A file given up that way keeps its partial download for the next run, and the
     task fails once the other files are done.
+  - A download either makes progress or gives up. A CDN that drops the connection on every attempt is given up
+    after O(download_retries) attempts in a row without progress, and a file that averages less than O(min_rate)
+    over O(rate_window), retries included, is given up too.
   - Within one commit, a file in the store that fails verification (wrong size or hash, a symlink, a partial
     copy) is renamed to C(<file>.corrupt) and fetched again; the C(.corrupt) copy is deleted once a good copy is
     in place. During a switch it stays until the new file replaces it.
@@ -121,6 +128,53 @@ options:
         start when the free space is less than the bytes still needed plus this margin.
     type: int
     default: 1073741824
+  transfer:
+    description:
+      - How the bytes of a file move.
+      - V(auto) hands each file that the Hub stores with Xet to huggingface_hub's C(hf_hub_download), which
+        downloads it through hf_xet (chunk-level, several connections at once, deduplicated), as C(hf download)
+        does, into C(<local_dir>/.cache/huggingface/xet/); the module then hashes it against the Hub's sha256
+        before it goes anywhere near the store. On the real Hub, large model repositories are stored with Xet, so
+        this is the path of the shards. Files not stored with Xet, and every file when hf_xet is not installed or
+        E(HF_HUB_DISABLE_XET=1) is set, go over HTTP as with V(http).
+      - V(http) downloads every file with the module's own HTTP Range download through the Hub's
+        C(/resolve) URL (the Hub's HTTP bridge for Xet files), one stream per file, O(max_workers) files at once.
+      - What V(auto) gives up on its Xet files, because huggingface_hub 2.4.0 cannot do it, stated exactly.
+        O(stall_timeout), O(min_rate) and O(download_retries) do not apply, since hf_xet retries its chunk fetches
+        with its own timeouts. A failed or killed Xet download is not resumed, since C(hf_hub_download) writes each
+        attempt to a process-unique C(.<uuid>.incomplete) file and deletes it on failure, so the next run fetches
+        that file again from its first byte. The progress file counts a Xet file's bytes as hf_xet writes them.
+      - The library's own HTTP path is not used. It would bring no speed (one stream per file, as here) and it
+        lacks the Range resume across runs, the stall deadline and the bound on attempts without progress.
+      - E(HF_XET_HIGH_PERFORMANCE=1) in the task's environment makes hf_xet try to saturate the network and use
+        every CPU core for parallel downloads. It is what replaces E(HF_HUB_ENABLE_HF_TRANSFER), deprecated with
+        hf_transfer (huggingface_hub 2.4.0 C(constants.py) warns when the latter is set). It only changes Xet files
+        under V(auto); the module's HTTP downloads ignore it.
+    type: str
+    default: auto
+    choices: [auto, http]
+  download_retries:
+    description:
+      - HTTP attempts in a row at one file that end early (the connection dropped or closed before the end of
+        the file) without progress, after which the file is given up with kind V(network). Its partial download
+        is kept for the next run. An attempt makes progress when it brings 1 MiB, or the rest of the file; a CDN
+        that sends a few KiB and then drops the connection every time does not.
+      - Attempts are 1, 2, 4, 8 and 8 s apart.
+    type: int
+    default: 5
+  min_rate:
+    description:
+      - Bytes per second that an HTTP download of one file must average over any O(rate_window) seconds of it,
+        reconnections and their waits included; a file slower than that is given up with kind V(slow), its
+        partial download kept for the next run. V(0) sets no minimum.
+      - The default, 64 KiB/s, is far below any working link; O(max_workers) files share the link.
+    type: int
+    default: 65536
+  rate_window:
+    description:
+      - Seconds over which O(min_rate) is measured. A file is measured once it has been downloading this long.
+    type: float
+    default: 300
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - sparkfold.cluster.hub
@@ -140,14 +194,15 @@ attributes:
 requirements:
   - huggingface_hub >= 1.0 on the target (the hf_cli role installs it into a venv; point
     C(ansible_python_interpreter) at that venv's python for this task)
+  - hf_xet on the target for O(transfer=auto) to use Xet (the hf_cli role installs it with huggingface_hub)
 notes:
   - C(changed) is true when file bytes were written or the manifest's content changed (for example files adopted
     into it); refreshing only the C(verified_at) stamps of V(full) is not a change.
   - Two runs on the same O(local_dir) at once are refused (a lock under C(<local_dir>/.cache/huggingface/), which
     holds the PID of the run that has it). The refused run fails with C(kind=locked), naming that PID and the lock
     file, and says how to wait for the run or stop it.
-  - Set E(HF_HUB_DISABLE_XET=1) in the task's environment to force plain HTTP downloads (and Range resumes) when
-    hf_xet is installed; the module itself downloads over HTTP.
+  - O(transfer=http), or E(HF_HUB_DISABLE_XET=1) in the task's environment, forces plain HTTP downloads (with
+    Range resumes and the stall bounds) of every file.
   - Copying a store with C(rsync -a) keeps sizes and mtimes, so the copied manifest would vouch for the copies
     without reading them; run the receiving node once with O(verify=full).
 seealso:
@@ -162,8 +217,15 @@ EXAMPLES = r"""
     repo_id: sfxnz/DeepSeek-V4.1-Flash-EXL3
     revision: 3f1c2a9e0b7d4c5a8e6f1b2d3c4a5e6f7a8b9c0d
     local_dir: /srv/models/dsv41-exl3
-  environment:
-    HF_HUB_DISABLE_XET: "1"
+
+- name: The same over a link where every file must resume and obey the stall bounds (no Xet)
+  sparkfold.cluster.hub_snapshot:
+    repo_id: sfxnz/DeepSeek-V4.1-Flash-EXL3
+    revision: 3f1c2a9e0b7d4c5a8e6f1b2d3c4a5e6f7a8b9c0d
+    local_dir: /srv/models/dsv41-exl3
+    transfer: http
+    min_rate: 1048576
+    rate_window: 120
 
 - name: Only the tokenizer and config files of the base model
   sparkfold.cluster.hub_snapshot:
@@ -261,6 +323,12 @@ files:
       size: 5368709120
       sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
       status: downloaded
+xet_files:
+  description: Repository paths this run downloaded through huggingface_hub and hf_xet (O(transfer=auto)).
+  returned: always
+  type: list
+  elements: str
+  sample: [model-00001-of-00040.safetensors]
 would_download:
   description: Repository paths a real run would fetch (missing or failing verification).
   returned: in check mode
@@ -284,6 +352,12 @@ from ansible_collections.sparkfold.cluster.plugins.module_utils.hub import (
     HUB_COMMON_ARG_SPEC,
     HubError,
 )
+from ansible_collections.sparkfold.cluster.plugins.module_utils.hub_download import (
+    DEFAULT_DOWNLOAD_RETRIES,
+    DEFAULT_MIN_RATE,
+    DEFAULT_RATE_WINDOW,
+    TRANSFERS,
+)
 from ansible_collections.sparkfold.cluster.plugins.module_utils.hub_timeouts import HUB_TIMEOUT_ARG_SPEC
 from ansible_collections.sparkfold.cluster.plugins.module_utils.snapshot import HubSnapshot
 
@@ -304,6 +378,10 @@ def argument_spec():
         max_workers={"type": "int", "default": 8},
         progress_file={"type": "path"},
         min_free_bytes={"type": "int", "default": 1073741824},
+        transfer={"type": "str", "default": "auto", "choices": list(TRANSFERS)},
+        download_retries={"type": "int", "default": DEFAULT_DOWNLOAD_RETRIES},
+        min_rate={"type": "int", "default": DEFAULT_MIN_RATE},
+        rate_window={"type": "float", "default": DEFAULT_RATE_WINDOW},
     )
     return spec
 

@@ -72,11 +72,13 @@ class Fault:
     mode "trickle": a file GET (or an API answer) sends its headers and `after` body bytes, then `step` bytes
     every `interval` s.
     mode "gone": the request is answered 404 EntryNotFound (a file the Hub lists but can no longer serve).
+    mode "drop": a file GET sends its headers (the full Content-Length) and `after` body bytes, stays silent
+    for `interval` s, then closes the connection (a CDN that gives up mid-file on every attempt).
     times: how many requests it affects (None: every one); methods: the HTTP methods it affects.
     `hits` counts the requests it affected.
     """
 
-    MODES = ("hang", "stall", "trickle", "gone")
+    MODES = ("hang", "stall", "trickle", "gone", "drop")
 
     def __init__(self, pattern: str, mode: str, times: int | None = None, methods=("GET", "HEAD", "POST"),
                  after: int = 0, step: int = 1024, interval: float = 0.05, hold: float = 60.0):
@@ -119,6 +121,10 @@ class HubServer:
         self.tree_expand_page_size = tree_expand_page_size
         self.commits_page_size = commits_page_size
         self.cut_after: dict[str, int] = {}
+        # "<repo>/<path>" -> xet hash: files stored with Xet, as the Hub describes them (xetHash in the tree and
+        # paths-info listings; X-Xet-Hash and the xet-auth Link on /resolve). No Xet storage (CAS) answers here:
+        # the bytes still come over /resolve, as the Hub's HTTP bridge serves them to clients without hf_xet.
+        self.xet: dict[str, str] = {}
         self.faults: list[Fault] = []
         self.released = threading.Event()  # set by stop(): hanging and stalled requests end
         self.requests: list[tuple[str, str]] = []
@@ -195,6 +201,7 @@ class HubServer:
             self.bytes_served = 0
             self.cut_after.clear()
             self.faults.clear()
+            self.xet.clear()
 
     def file_gets(self, repo_id: str, path: str) -> list[dict]:
         """request_log entries of GET /resolve for one file (any revision)."""
@@ -236,9 +243,10 @@ def _safetensors_params(hub: fixtures.HubData, files: dict[str, fixtures.FileEnt
 class RepoView:
     """JSON documents for one repo, as the Hub writes them."""
 
-    def __init__(self, hub: fixtures.HubData, repo: fixtures.RepoData):
+    def __init__(self, hub: fixtures.HubData, repo: fixtures.RepoData, xet: dict[str, str] | None = None):
         self.hub = hub
         self.repo = repo
+        self.xet = xet or {}
 
     def last_commit(self, commit: fixtures.Commit, path: str, is_dir: bool) -> fixtures.Commit:
         """Newest commit on the first-parent chain of `commit` that changed `path` (or anything under it)."""
@@ -265,6 +273,9 @@ class RepoView:
         out = {"type": "file", "oid": entry.blob_id, "size": entry.size, "path": entry.path}
         if entry.lfs:
             out["lfs"] = {"oid": entry.sha256, "size": entry.size, "pointerSize": entry.pointer_size}
+        xet_hash = self.xet.get(f"{self.repo.repo_id}/{entry.path}")
+        if xet_hash:
+            out["xetHash"] = xet_hash
         if expand:
             out["lastCommit"] = self.commit_ref(self.last_commit(commit, entry.path, False))
             out["securityFileStatus"] = {
@@ -610,7 +621,7 @@ class HubHandler(BaseHTTPRequestHandler):
         if kind != "models" or len(seg) < 2:
             raise HubError(401 if user is None else 404, "Repository not found", "RepoNotFound")
         repo = self._repo(unquote(seg[0]) + "/" + unquote(seg[1]), user)
-        view = RepoView(self.hub_server.hub, repo)
+        view = RepoView(self.hub_server.hub, repo, self.hub_server.xet)
         rest = seg[2:]
         action = rest[0] if rest else ""
         if self.command == "POST":
@@ -690,6 +701,11 @@ class HubHandler(BaseHTTPRequestHandler):
             headers["X-Linked-Size"] = str(entry.size)
             name = path.rsplit("/", 1)[-1]
             headers["Content-Disposition"] = f"inline; filename*=UTF-8''{quote(name)}; filename=\"{name}\";"
+        xet_hash = self.hub_server.xet.get(f"{repo_id}/{path}")
+        if xet_hash:  # as the Hub answers for a Xet-backed file: its hash and where a Xet read token comes from
+            headers["X-Xet-Hash"] = xet_hash
+            token_url = f"{self._base_url()}/api/models/{repo_id}/xet-read-token/{commit.id}"
+            headers["Link"] = f'<{token_url}>; rel="xet-auth"'
         ctype = "application/octet-stream" if entry.lfs else "text/plain; charset=utf-8"
         start, end, status = 0, entry.size - 1, 200
         rng = self.headers.get("Range")
@@ -724,13 +740,20 @@ class HubHandler(BaseHTTPRequestHandler):
         with self.hub_server.lock:
             cut = self.hub_server.cut_after.pop(key, None)
         budget = length if cut is None else min(cut, length)
-        fault = self._fault if self._fault is not None and self._fault.mode in ("stall", "trickle") else None
+        fault = self._fault if self._fault is not None and self._fault.mode in ("stall", "trickle", "drop") else None
         sent = 0
         with open(self.hub_server.hub.blob_path(entry.sha256), "rb") as fh:
             fh.seek(start)
             while sent < budget:
                 size = CHUNK
                 if fault is not None and sent >= fault.after:
+                    if fault.mode == "drop":
+                        self.wfile.flush()
+                        self.hub_server.released.wait(fault.interval)
+                        self.close_connection = True
+                        with contextlib.suppress(OSError):
+                            self.connection.shutdown(socket.SHUT_RDWR)
+                        return
                     if fault.mode == "stall":
                         self.wfile.flush()
                         self.hub_server.released.wait(fault.hold)
@@ -779,7 +802,7 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="REGEX=MODE",
-        help="requests whose path matches REGEX hang, stall, trickle or are gone (see Fault; repeatable)",
+        help="requests whose path matches REGEX hang, stall, trickle, drop or are gone (see Fault; repeatable)",
     )
     parser.add_argument("--access-log", action="store_true", help="print one line per request on stdout")
     args = parser.parse_args(argv)

@@ -32,13 +32,14 @@ def _run(tmp_path, extra, args=()):
         f"      ansible_python_interpreter: {sys.executable}\n")
     (tmp_path / "play.yml").write_text(PLAY)
     given = {"hf_cli_venv": str(pathlib.Path(sys.executable).parent.parent), "hf_cli_link": str(tmp_path / "hf"),
-             "hf_cli_version": importlib.metadata.version("huggingface_hub"), "hf_cli_python_packages": [],
+             "hf_cli_version": importlib.metadata.version("huggingface_hub"),
+             "hf_cli_xet_version": importlib.metadata.version("hf_xet"), "hf_cli_python_packages": [],
              "hf_cli_packages": [], "hf_cli_token_file": str(tmp_path / "token"), "recipe_head": "node"}
     return run_playbook(tmp_path / "play.yml", tmp_path / "inventory.yml", tmp_path,
                         ["-e", json.dumps({**given, **extra}), *args])
 
 
-PIP = "Install huggingface_hub and the recipe tools' packages (pinned) into their venv"
+PIP = "Install huggingface_hub, hf_xet and the recipe tools' packages (pinned) into their venv"
 
 
 INSTALL = "Install hf and write the token where the read found a difference"
@@ -73,6 +74,13 @@ def test_a_missing_pin_or_a_range_runs_pip(tmp_path):
     for packages in (["PyYAML==0.0.1"], ["PyYAML>=1"]):
         proc = _run(tmp_path, {"hf_cli_python_packages": packages}, ["--check"])
         assert _task(proc.stdout, PIP) not in ("skipping", "left out"), (packages, proc.stdout[-3000:])
+
+
+def test_hf_xet_is_pinned_with_huggingface_hub(tmp_path):
+    """Another hf_xet than the pin in the venv: pip runs (check mode)."""
+    _link(tmp_path)
+    proc = _run(tmp_path, {"hf_cli_xet_version": "0.0.1"}, ["--check"])
+    assert _task(proc.stdout, PIP) not in ("skipping", "left out"), proc.stdout[-3000:]
 
 
 def test_a_link_to_another_hf_runs_pip_and_is_repaired(tmp_path):

@@ -6,10 +6,11 @@ rather than on a node in the middle of a download.
 """
 
 import ast
+import dataclasses
 import inspect
 import pathlib
 
-from huggingface_hub import HfApi, get_hf_file_metadata, hf_hub_url
+from huggingface_hub import HfApi, HfFileMetadata, constants, get_hf_file_metadata, hf_hub_download, hf_hub_url
 from huggingface_hub.utils import (
     build_hf_headers,
     filter_repo_objects,
@@ -64,3 +65,16 @@ def test_the_shared_client_can_be_replaced_and_read():
     session = get_session()
     assert isinstance(session.event_hooks, dict) and "request" in session.event_hooks
     assert isinstance(session.follow_redirects, bool)
+
+
+def test_the_xet_path_of_hub_snapshot_calls_what_exists():
+    """hub_download.fetch_with_library passes these arguments by name; locate() reads xet_file_data.file_hash;
+    xet_available() reads HF_HUB_DISABLE_XET, as huggingface_hub's own choice of its Xet path does."""
+    signature = inspect.signature(hf_hub_download)
+    assert list(signature.parameters)[:2] == ["repo_id", "filename"]
+    assert {"repo_type", "revision", "local_dir", "token", "endpoint", "library_name", "etag_timeout",
+            "tqdm_class"} <= set(signature.parameters)
+    assert all(signature.parameters[name].kind is inspect.Parameter.KEYWORD_ONLY
+               for name in ("repo_type", "revision", "local_dir", "token", "endpoint", "library_name"))
+    assert "xet_file_data" in {field.name for field in dataclasses.fields(HfFileMetadata)}
+    assert isinstance(constants.HF_HUB_DISABLE_XET, bool)

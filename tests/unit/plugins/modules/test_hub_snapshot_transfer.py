@@ -1,0 +1,156 @@
+# Copyright: (c) 2026, sparkfold developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""hub_snapshot's transfer option: which files go to huggingface_hub's Xet path, which over our HTTP.
+
+No Xet storage (CAS) server can run here, so hf_xet's transport is faked: huggingface_hub.file_download.xet_get,
+the one function through which hf_hub_download hands a Xet-backed file to hf_xet, is replaced by a fake that
+records the call, writes the file's bytes and reports progress through the library's Xet progress reporter.
+Everything before it is the real library: hf_hub_download asks the test Hub (tests/hub/server.py) for the file,
+reads the Xet hash and the xet-auth link the Hub answers for a Xet-backed file (its listing has `xetHash`), and
+chooses its Xet path itself.
+"""
+
+import json
+import logging
+import os
+import time
+import types
+
+import pytest
+from huggingface_hub import constants as hf_constants
+from huggingface_hub import file_download
+from huggingface_hub.utils._xet_progress_reporting import XetDownloadProgressReporter
+
+from tests.hub import fixtures
+from tests.hub.fixtures import quant_args as quant
+
+SHARD = "model-00001-of-00003.safetensors"
+XET_HASH = "a5" * 32
+
+
+@pytest.fixture
+def run(snapshot):
+    def _run(args):
+        kind, result, _took = snapshot(args)
+        return kind, result
+
+    return _run
+
+
+@pytest.fixture
+def xet(monkeypatch, hub_server, hub_data):
+    """SHARD of the quant stored with Xet on the test Hub; hf_xet enabled; xet_get faked. Returns its calls."""
+    entry = hub_data.file(fixtures.QUANT, SHARD, fixtures.QUANT_PIN)
+    hub_server.xet[f"{fixtures.QUANT}/{SHARD}"] = XET_HASH
+    monkeypatch.setattr(hf_constants, "HF_HUB_DISABLE_XET", False)  # the unit tests' environment disables it
+    calls = []
+    spoil = []  # append True: the fake writes other bytes than the file's
+    on_half = []  # a function to call when half the file is written
+
+    def fake_xet_get(*, incomplete_path, xet_file_data, headers, expected_size=None, tqdm_class=None, **_kwargs):
+        calls.append({"path": str(incomplete_path), "hash": xet_file_data.file_hash,
+                      "refresh": xet_file_data.refresh_route, "size": expected_size})
+        data = hub_data.read(entry.sha256)
+        half = len(data) // 2
+        # progress as hf_xet reports it, through the library's own reporter and the tqdm_class it was given:
+        # bytes written to the file (update) and, fewer, network bytes (update_transfer)
+        with XetDownloadProgressReporter(reconstruction_desc=SHARD, total=expected_size, log_level=logging.INFO,
+                                         tqdm_class=tqdm_class) as reporter, open(incomplete_path, "wb") as handle:
+            handle.write(data[:half])
+            if on_half:
+                time.sleep(0.6)  # the progress file is rewritten at most twice a second, when bytes are counted
+            reporter.update_progress(group_report(half, half // 3, len(data)))
+            if on_half:
+                on_half[0]()
+            handle.write(data[half:])
+            reporter.update_progress(group_report(len(data), len(data) // 3, len(data)))
+        if spoil:
+            with open(incomplete_path, "r+b") as handle:
+                handle.write(b"\0")
+
+    monkeypatch.setattr(file_download, "xet_get", fake_xet_get)
+    fake_xet_get.calls = calls
+    fake_xet_get.spoil = spoil
+    fake_xet_get.on_half = on_half
+    return fake_xet_get
+
+
+def group_report(written, transferred, total):
+    """hf_xet's progress report of a download group (the fields huggingface_hub's reporter reads)."""
+    return types.SimpleNamespace(total_bytes_completed=written, total_transfer_bytes_completed=transferred,
+                                 total_bytes=total, total_bytes_completion_rate=None,
+                                 total_transfer_bytes_completion_rate=None)
+
+
+def resolve_gets(hub_server, path):
+    return hub_server.file_gets(fixtures.QUANT, path)
+
+
+def test_listing_of_the_test_hub_describes_the_xet_file(hub_server, xet):
+    from huggingface_hub import HfApi
+
+    api = HfApi(endpoint=hub_server.url, token=False)
+    info = {f.path: f for f in api.get_paths_info(fixtures.QUANT, [SHARD, "config.json"], revision=fixtures.QUANT_PIN)}
+    assert info[SHARD].xet_hash == XET_HASH
+    assert info["config.json"].xet_hash is None
+
+
+def test_auto_hands_a_xet_file_to_the_library_and_the_rest_to_http(run, store, hub_server, hub_data, xet):
+    entry = hub_data.file(fixtures.QUANT, SHARD, fixtures.QUANT_PIN)
+    kind, result = run(quant(store))
+    assert kind == "exit", result
+    assert result["xet_files"] == [SHARD]
+    assert len(xet.calls) == 1
+    call = xet.calls[0]
+    assert call["hash"] == XET_HASH and call["size"] == entry.size
+    assert f"/api/models/{fixtures.QUANT}/xet-read-token/{fixtures.QUANT_PIN}" in call["refresh"]
+    assert call["path"].startswith(str(store / ".cache" / "huggingface" / "xet") + os.sep)  # staged beside the store
+    assert resolve_gets(hub_server, SHARD) == []  # its bytes did not come over HTTP
+    others = [f for f in result["files"] if f["path"] != SHARD]
+    assert others and all(resolve_gets(hub_server, f["path"]) for f in others)
+    assert (store / SHARD).read_bytes() == hub_data.file_bytes(fixtures.QUANT, SHARD, fixtures.QUANT_PIN)
+    assert not (store / ".cache" / "huggingface" / "xet").exists()  # the library's bookkeeping is gone
+    total = sum(f["size"] for f in result["files"])
+    assert result["downloaded_bytes"] == total
+
+    kind, result = run(quant(store))  # verified and recorded like any other file
+    assert kind == "exit" and result["changed"] is False, result
+    assert len(xet.calls) == 1
+
+
+def test_http_fetches_the_xet_file_over_the_hubs_http_bridge(run, store, hub_server, xet):
+    kind, result = run(quant(store, transfer="http"))
+    assert kind == "exit", result
+    assert xet.calls == [] and result["xet_files"] == []
+    assert [g["range"] for g in resolve_gets(hub_server, SHARD)] == [None]
+
+
+def test_auto_without_xet_enabled_goes_over_http(run, store, hub_server, xet, monkeypatch):
+    monkeypatch.setattr(hf_constants, "HF_HUB_DISABLE_XET", True)
+    kind, result = run(quant(store, allow_patterns=[SHARD]))
+    assert kind == "exit", result
+    assert xet.calls == [] and result["xet_files"] == []
+    assert len(resolve_gets(hub_server, SHARD)) == 1
+
+
+def test_a_xet_download_with_other_bytes_is_never_put_in_place(run, store, xet):
+    xet.spoil.append(True)
+    kind, result = run(quant(store, allow_patterns=[SHARD]))
+    assert kind == "fail", result
+    assert result["kind"] == "hash_mismatch"
+    assert SHARD in result["msg"] and "transfer=http" in result["msg"]
+    assert not (store / SHARD).exists()
+
+
+def test_the_progress_file_counts_a_xet_file_as_it_is_written(run, store, tmp_path, hub_data, xet):
+    entry = hub_data.file(fixtures.QUANT, SHARD, fixtures.QUANT_PIN)
+    progress = tmp_path / "progress.json"
+    seen = []
+
+    xet.on_half.append(lambda: seen.append(json.loads(progress.read_text())))
+    kind, result = run(quant(store, allow_patterns=[SHARD], progress_file=str(progress)))
+    assert kind == "exit", result
+    assert seen and seen[0]["phase"] == "downloading" and seen[0]["bytes_done"] == entry.size // 2
+    assert result["downloaded_bytes"] == entry.size  # counted once, not again at the end
+    assert json.loads(progress.read_text())["bytes_done"] == entry.size
