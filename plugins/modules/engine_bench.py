@@ -28,8 +28,9 @@ description:
   - "Concurrency grid (O(concurrency_streams)): that many chat streams started together, each with a prompt of its
     own (the same task behind its own nonce), in O(concurrency_repeats) rounds; aggregate tok/s = total output
     tokens / wall time (first request sent to last stream done), none for a round in which a stream failed;
-    per-stream tok/s = median decode tok/s of the streams; completed / sent; a garble check: an empty output, or one ending in a token (or a cycle of up to 4)
-    repeated O(garble_min_tokens) times, or one where a single token is half the output."
+    per-stream tok/s = median decode tok/s of the streams; completed / sent; a garble check: an empty output, or
+    one ending in a token (or a cycle of up to 4) repeated O(garble_min_tokens) times, or one where a single token
+    is half the output."
   - "Needle test (O(needle_tokens)): passphrases planted at depths of a long prompt must all come back in order
     (the smoke test's check, from the engine_needle module_utils). A prompt that does not fit the served context
     with its reply is not sent: the needle is not measured (C(skipped) says why), never failed."
