@@ -178,7 +178,7 @@ def test_needle_too_long_for_the_context_names_the_option():
     out = eb.run_needle(EngineClient("http://127.0.0.1:1"), counter, 50000, context_length=40000)
     assert out["passed"] is None and out["expected"] == 3 and out["counted_tokens"] is None  # not sent: not measured
     assert out["skipped"] == ("a 50000-token prompt plus a 256-token reply does not fit the engine's context of "
-                             "40000 tokens; lower needle_tokens or raise the engine's context")
+                              "40000 tokens; lower needle_tokens or raise the engine's context")
 
 
 def test_progress_lines_read_as_the_summary(tmp_path):
