@@ -5,10 +5,11 @@
 
 The figure users of a long-window recipe ask for first: how fast the model still writes with a long
 history already in its context (published for the 1M-window TensorFold recipe: 68-70 tok/s from 8K
-to 900K). For each depth a new prompt of that many tokens (filler text behind a nonce, built to the
-count like the prefill ladder's) ends with the prose task, and is sent as one chat stream at
-temperature 0, thinking off. Its TTFT is the prefill of the whole history; its decode tok/s,
-(n - 1) / (t_last_chunk - t_first_chunk), is the decode speed at that depth.
+to 900K). For each depth a new prompt of that many tokens (filler text behind a nonce whose random
+part is the prompt's first text, built to the count like the prefill ladder's) ends with the prose
+task, and is sent as one chat stream at temperature 0, thinking off. Its TTFT is the prefill of the
+whole history; its decode tok/s, (n - 1) / (t_last_chunk - t_first_chunk), is the decode speed at
+that depth.
 
 A depth above ``limit`` (the option ``depth_limit``: a 1M-token prefill takes about ten minutes on a
 Spark pair) or one that does not fit the served context with its reply is skipped, and said so,
@@ -17,15 +18,13 @@ never sent.
 
 from __future__ import annotations
 
-import secrets
-
 from ansible_collections.sparkfold.cluster.plugins.module_utils.bench_figures import (
     depth_line,
     garble_reason,
     summarize,
 )
 from ansible_collections.sparkfold.cluster.plugins.module_utils.bench_prompts import PROMPTS, prompt_of_tokens
-from ansible_collections.sparkfold.cluster.plugins.module_utils.bench_requests import one_stream, thinking_extra
+from ansible_collections.sparkfold.cluster.plugins.module_utils.bench_requests import nonce, one_stream, thinking_extra
 
 DEPTH_QUESTION = "\n\nThe text above is only there to fill the context; set it aside. " + PROMPTS["prose"]
 
@@ -40,10 +39,10 @@ def depth_skip(depth, max_tokens, limit, context_length):
 
 
 def _one(client, counter, depth, max_tokens, extra, deadline, garble_min_tokens, label):
-    run = {"ok": False, "error": None, "counted_tokens": None, "prompt_tokens": None, "completion_tokens": None,
-           "ttft_ms": None, "decode_tok_s": None, "garbled": None}
+    run = {"ok": False, "error": None, "counted_tokens": None, "prompt_tokens": None, "cached_tokens": None,
+           "completion_tokens": None, "ttft_ms": None, "decode_tok_s": None, "garbled": None}
     try:
-        text, counted, _rounds = prompt_of_tokens(depth, counter.count, f"[depth {secrets.token_hex(6)} {label}]",
+        text, counted, _rounds = prompt_of_tokens(depth, counter.count, nonce(f"depth {label}"),
                                                   question=DEPTH_QUESTION)
     except Exception as exc:
         run["error"] = f"could not build the prompt: {exc}"
@@ -52,6 +51,7 @@ def _one(client, counter, depth, max_tokens, extra, deadline, garble_min_tokens,
     r = one_stream(client, text, max_tokens, 0.0, extra, deadline)
     run.update(ok=r["ok"], error=r.get("error"), completion_tokens=r["completion_tokens"],
                prompt_tokens=r["prompt_tokens"] if r["prompt_tokens"] is not None else counted,
+               cached_tokens=r.get("cached_tokens"),
                ttft_ms=None if r["ttft_s"] is None else r["ttft_s"] * 1000.0, decode_tok_s=r["decode_tok_s"],
                garbled=garble_reason(r["text"], garble_min_tokens) if r["ok"] else None)
     if r["ok"] and r["decode_tok_s"] is None:

@@ -6,7 +6,9 @@ and the lines that tell the results (progress lines and the module's summary ali
 
 - a stream is garbled when its output is empty or a repeated token (one token, or a cycle of up to
   four, repeated to the end; or one token making up at least half of the output);
-- spread = (max - min) / median, in % of the median.
+- spread = (max - min) / median, in % of the median;
+- a run is served mostly from the prompt cache when the server says more than half of its prompt tokens
+  came from its cache (:func:`mostly_cached`; :func:`cache_rows` lists every run that says).
 """
 
 from __future__ import annotations
@@ -67,10 +69,87 @@ def combine_rounds(rounds):
         "per_stream_tok_s": summarize(v for r in rounds for v in r["_decode"]),
         "ttft_ms": summarize(v for r in rounds for v in r["_ttft"]),
         "distinct_outputs": max(r["distinct_outputs"] for r in rounds),
+        "prompt_tokens": _total(r.get("prompt_tokens") for r in rounds),
+        "cached_tokens": _total(r.get("cached_tokens") for r in rounds),
+        "mostly_cached": sum(r.get("mostly_cached") or 0 for r in rounds),
         "max_tokens": first["max_tokens"], "temperature": first["temperature"],
         "rounds": [{k: v for k, v in r.items() if not k.startswith("_") and k not in ("max_tokens", "temperature")}
                    for r in rounds],
     }
+
+
+def _total(values):
+    """The sum of the numbers of ``values``; None when there is none."""
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+# --- prompt cache -------------------------------------------------------------------------------
+def mostly_cached(prompt_tokens, cached_tokens):
+    """True when the server said more than half of ``prompt_tokens`` came from its prompt cache."""
+    return bool(prompt_tokens) and cached_tokens is not None and 2 * cached_tokens > prompt_tokens
+
+
+def cache_note(prompt_tokens, cached_tokens, streams=None, flagged=None):
+    """"served mostly from the prompt cache: 70 of 74 prompt tokens cached" for a run that was (a concurrency
+    round: ``flagged`` of its ``streams`` streams were, and the note says how many); None otherwise."""
+    if streams is not None:
+        if not flagged:
+            return None
+        return (f"served mostly from the prompt cache: {cached_tokens} of {prompt_tokens} prompt tokens cached "
+                f"({flagged} of {streams} streams)")
+    if not mostly_cached(prompt_tokens, cached_tokens):
+        return None
+    return f"served mostly from the prompt cache: {cached_tokens} of {prompt_tokens} prompt tokens cached"
+
+
+def cache_rows(results):
+    """Every timed run of ``results`` whose server said how many prompt tokens came from its cache, in phase order:
+    dicts with ``row`` (``decode prose_t0 run 1``, ``concurrency 4 streams round 2``), ``phase``, ``prompt_tokens``,
+    ``cached_tokens``, ``requests`` (a concurrency round's streams) and ``flagged`` (served mostly from the cache:
+    a run more than half, a round any stream)."""
+    out = []
+
+    def add(row, phase, run, requests=1, flagged=None):
+        if run.get("cached_tokens") is None:
+            return
+        if flagged is None:
+            flagged = mostly_cached(run.get("prompt_tokens"), run["cached_tokens"])
+        out.append({"row": row, "phase": phase, "prompt_tokens": run.get("prompt_tokens"),
+                    "cached_tokens": run["cached_tokens"], "requests": requests, "flagged": bool(flagged)})
+
+    for case in results.get("decode") or []:
+        for i, run in enumerate(case.get("runs") or []):
+            add(f"decode {case['name']} run {i + 1}", "decode", run)
+    for row in results.get("prefill") or []:
+        for i, run in enumerate(row.get("runs") or []):
+            add(f"prefill {row['target_tokens']} run {i + 1}", "prefill", run)
+    for row in results.get("depth") or []:
+        for i, run in enumerate(row.get("runs") or []):
+            add(f"depth {row['depth_tokens']} run {i + 1}", "depth", run)
+    for point in results.get("concurrency") or []:
+        for i, rnd in enumerate(point.get("rounds") or []):
+            add(f"concurrency {point['streams']} streams round {i + 1}", "concurrency", rnd, rnd.get("sent") or 1,
+                rnd.get("mostly_cached") or 0)
+    needle = results.get("needle")
+    if needle:
+        add(f"needle {needle['target_tokens']}", "needle", needle)
+    return out
+
+
+def cache_line(results):
+    """The prompt cache in one line (None when the server never said what came from it)."""
+    rows = cache_rows(results)
+    if not rows:
+        return None
+    flagged = [r["row"] for r in rows if r["flagged"]]
+    if flagged:
+        more = f"; and {len(flagged) - 5} more" if len(flagged) > 5 else ""
+        return (f"prompt cache: {len(flagged)} row(s) served mostly from the cache ({'; '.join(flagged[:5])}{more})")
+    prompt = sum(r["prompt_tokens"] or 0 for r in rows)
+    cached = sum(r["cached_tokens"] for r in rows)
+    return (f"prompt cache: {cached} of {prompt} prompt tokens cached over {sum(r['requests'] for r in rows)} "
+            "requests; no row served mostly from the cache")
 
 
 # --- garble check -------------------------------------------------------------------------------
@@ -151,6 +230,8 @@ def concurrency_line(point):
 
 def needle_line(needle):
     """The needle result (``run_needle``) in words."""
+    if needle.get("skipped"):
+        return f"needle {needle['target_tokens']}: not measured, skipped: {needle['skipped']}"
     return f"needle {needle['target_tokens']}: {'PASS' if needle['passed'] else 'FAIL'}, {needle['detail']}"
 
 
@@ -167,4 +248,7 @@ def summary_lines(results):
     lines.extend(concurrency_line(point) for point in results.get("concurrency") or [])
     if results.get("needle"):
         lines.append(needle_line(results["needle"]))
+    cache = cache_line(results)
+    if cache:
+        lines.append(cache)
     return lines

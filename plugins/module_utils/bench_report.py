@@ -87,10 +87,33 @@ def metrics(results):
             _put(out, "concurrency.peak.aggregate_tok_s", peak["aggregate_tok_s"])
             _put(out, "concurrency.peak.streams", peak["streams"])
     needle = results.get("needle")
-    if needle:
+    if needle and not needle.get("skipped"):  # a needle not sent is not measured, not failed
         _put(out, "needle.passed", 1.0 if needle.get("passed") else 0.0)
         if needle.get("expected"):
             _put(out, "needle.found_pct", 100.0 * needle.get("found", 0) / needle["expected"])
+    return out
+
+
+def unmeasured(results):
+    """Why a figure of ``results`` was not measured: {metric name: reason} for the skipped prefill lengths and depths,
+    the needle that was not sent, and the concurrency points without an aggregate."""
+    out = {}
+    for row in results.get("prefill") or []:
+        why = ("skipped: " + row["skipped"]) if row.get("skipped") else (
+            ("failed: " + row["error"]) if row.get("prefill_tok_s") is None and row.get("error") else None)
+        if why:
+            out[f"prefill.{row['target_tokens']}.tok_s"] = out[f"prefill.{row['target_tokens']}.ttft_ms"] = why
+    for row in results.get("depth") or []:
+        if row.get("skipped"):
+            out[f"depth.{row['depth_tokens']}.tok_s"] = out[f"depth.{row['depth_tokens']}.ttft_ms"] = \
+                "skipped: " + row["skipped"]
+    for point in results.get("concurrency") or []:
+        if point.get("aggregate_note") and (point.get("aggregate_tok_s") is None
+                                            or point["completed"] != point["sent"]):
+            out[f"concurrency.{point['streams']}.aggregate_tok_s"] = point["aggregate_note"]
+    needle = results.get("needle")
+    if needle and needle.get("skipped"):
+        out["needle.passed"] = out["needle.found_pct"] = "skipped: " + needle["skipped"]
     return out
 
 
@@ -172,13 +195,15 @@ def _natural(name):
     return [int(p) if p.isdigit() else 0 for p in name.split(".")], name
 
 
-def judge(expectations, measured):
+def judge(expectations, measured, reasons=None):
     """One verdict per expected figure and matching metric.
 
     A verdict: ``id``, ``label``, ``metric``, ``measured`` (None when not measured), ``expected``,
     ``unit``, ``low``, ``high``, ``tolerance`` (text), ``better``, ``verdict`` (within / above / below /
-    not measured) and ``regression`` (True when the verdict is on the worse side).
+    not measured), ``regression`` (True when the verdict is on the worse side) and ``reason`` (why it was not
+    measured, from ``reasons``: :func:`unmeasured`; None when it was, or nobody said).
     """
+    reasons = reasons or {}
     verdicts = []
     for fig in expectations.get("figures") or []:
         low, high, text = band(fig)
@@ -203,6 +228,7 @@ def judge(expectations, measured):
                 "tolerance": text, "better": better, "verdict": verdict,
                 "regression": (verdict == "below" and better == "higher") or (verdict == "above" and better == "lower"),
                 "note": fig.get("note", ""),
+                "reason": reasons.get(name) if value is None else None,
             })
     return verdicts
 
@@ -233,7 +259,7 @@ def verdict_lines(verdicts):
     """Short fixed-width lines of the verdicts, for the console."""
     lines = []
     for v in verdicts:
-        flag = " REGRESSION" if v["regression"] else ""
+        flag = " REGRESSION" if v["regression"] else (f" ({v['reason']})" if v.get("reason") else "")
         lines.append(f"{v['verdict']:<12} {v['label']}: {fmt(v['measured'])} {v['unit']} "
                      f"(expected {fmt(v['expected'])} {v['tolerance']}){flag}")
     return lines

@@ -6,7 +6,9 @@ has seen, the request as a dict of figures, and the untimed warm-up request.
 
 Every timed request must be new to the server. A decode prompt sent again is found in the engine's
 prompt cache (72 of its 74 tokens cached on a llama.cpp server), so its "TTFT" is no prefill at all:
-:func:`unique` puts a random nonce first, where it breaks every cached prefix.
+:func:`unique` puts a random nonce first, where it breaks every cached prefix. The nonce is the very
+first text of the prompt (:func:`nonce`): a constant before it (``[bench ``) was 1-11 tokens found in
+the cache on every request.
 """
 
 from __future__ import annotations
@@ -48,10 +50,18 @@ def one_stream(client, prompt, max_tokens, temperature, extra, deadline):
     return out
 
 
+def nonce(tag=""):
+    """A line no other request has: 12 random hex digits first, then ``tag`` (which run it is, for a reader).
+
+    Nothing constant comes before the random digits, so the prompt it starts shares no prefix with another
+    one beyond the chat template's own tokens."""
+    return f"{secrets.token_hex(6)}{' (' + tag + ')' if tag else ''}"
+
+
 def unique(prompt, tag=""):
-    """``prompt`` behind a line of its own that no other request has: a random nonce, first, so that no
-    prefix of the prompt is in the server's prompt cache (``tag`` says which run it is, for a reader)."""
-    return f"[{secrets.token_hex(6)}{' ' + tag if tag else ''}]\n{prompt}"
+    """``prompt`` behind a line of its own that no other request has (:func:`nonce`), so that no prefix of the
+    prompt is in the server's prompt cache."""
+    return f"{nonce(tag)}\n{prompt}"
 
 
 def warm_up(client, extra_body=None, deadline=None, progress=None, max_tokens=16):

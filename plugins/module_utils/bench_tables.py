@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 
+from ansible_collections.sparkfold.cluster.plugins.module_utils.bench_figures import cache_note, cache_rows
 from ansible_collections.sparkfold.cluster.plugins.module_utils.bench_report import VERDICTS, fmt
 
 
@@ -49,7 +50,47 @@ def _aggregate(point):
 def _mark(verdict):
     if verdict["regression"]:
         return f"**{verdict['verdict']}** (regression)"
+    if verdict.get("reason"):
+        return f"{verdict['verdict']} ({verdict['reason']})"
     return verdict["verdict"]
+
+
+def _pct(part, whole):
+    return f"{100.0 * part / whole:.0f}%" if whole else "-"
+
+
+def _cache_section(results):
+    """The prompt cache: what the server said came from it, per phase, and each run served mostly from it."""
+    rows = cache_rows(results)
+    out = ["## Prompt cache", ""]
+    if not rows:
+        return [*out, "The server did not say how many prompt tokens came from its cache (no "
+                      "`usage.prompt_tokens_details.cached_tokens`, no `timings.cache_n`), so this run cannot show "
+                      "that none did. Every prompt starts with a nonce of its own, so none should have.", ""]
+    out += ["Prompt tokens the server took from its prompt cache (`usage.prompt_tokens_details.cached_tokens`, "
+            "llama.cpp's `timings.cache_n`). Every prompt starts with a nonce of its own, so only the chat "
+            "template's first tokens should be found there.", ""]
+    phases = []
+    for r in rows:
+        if r["phase"] not in phases:
+            phases.append(r["phase"])
+    table = []
+    for phase in phases:
+        mine = [r for r in rows if r["phase"] == phase]
+        prompt = sum(r["prompt_tokens"] or 0 for r in mine)
+        cached = sum(r["cached_tokens"] for r in mine)
+        table.append([phase, sum(r["requests"] for r in mine), prompt, cached, _pct(cached, prompt),
+                      sum(1 for r in mine if r["flagged"])])
+    out += _table(["phase", "requests", "prompt tokens", "cached tokens", "cached", "rows mostly from cache"], table)
+    flagged = [r for r in rows if r["flagged"]]
+    if not flagged:
+        return [*out, "No row was served mostly from the cache.", ""]
+    out += [f"**{len(flagged)} row(s) served mostly from the cache** (more than half of the prompt tokens; a "
+            "concurrency round when any of its streams was): their TTFT and prefill figures hold little or no "
+            "prefill.", ""]
+    return out + _table(["row", "prompt tokens", "cached tokens", "cached"], [
+        [r["row"], r["prompt_tokens"], r["cached_tokens"], _pct(r["cached_tokens"], r["prompt_tokens"])]
+        for r in flagged])
 
 
 def _stamp_value(value):
@@ -161,7 +202,11 @@ def render_markdown(results, stamp, expectations, verdicts, plots):
                 "from the first token to the last. A round in which any stream failed has no aggregate.", ""]
 
     needle = results.get("needle")
-    if needle:
+    if needle and needle.get("skipped"):
+        out += ["## Needle", ""]
+        out += _table(["context (asked)", "prompt tokens", "passphrases found", "TTFT s", "result", "detail"], [[
+            needle["target_tokens"], "-", "-", "-", "not measured", "skipped: " + needle["skipped"]]])
+    elif needle:
         out += ["## Needle", ""]
         out += _table(["context (asked)", "prompt tokens", "passphrases found", "TTFT s", "result", "detail"], [[
             needle["target_tokens"], needle.get("prompt_tokens") or "-",
@@ -169,6 +214,9 @@ def render_markdown(results, stamp, expectations, verdicts, plots):
             "-" if needle.get("ttft_ms") is None else f"{needle['ttft_ms'] / 1000:.3f}",
             "PASS" if needle.get("passed") else "FAIL", needle.get("detail") or "",
         ]])
+
+    if any(results.get(phase) for phase in ("decode", "prefill", "depth", "concurrency", "needle")):
+        out += _cache_section(results)
 
     if plots:
         out += ["## Plots", ""]
@@ -180,7 +228,9 @@ def render_markdown(results, stamp, expectations, verdicts, plots):
         "- decode tok/s = (n - 1) / (t_last_chunk - t_first_chunk), n = completion tokens of the stream;",
         "- TTFT = first content chunk - request sent (includes queueing);",
         "- prefill tok/s = prompt tokens / TTFT; decode at depth = decode tok/s with that many tokens of history;",
-        "- every timed prompt starts with a nonce (no prompt cache shortens it), after one untimed warm-up request;",
+        "- every timed prompt (each stream of a concurrency round too) starts with a nonce of its own, its random part"
+        " first (no prompt cache shortens it), after one untimed warm-up request; a run is served mostly from the"
+        " cache when the server says more than half of its prompt tokens came from it;",
         "- aggregate tok/s = total output tokens of all streams / wall time (first request sent to last stream done);"
         " per-stream tok/s = median decode tok/s of the streams;",
         "- garbled = empty output, or a token (or a cycle of up to 4) repeated to the end, or one token half the"
@@ -197,21 +247,31 @@ CSV_COLUMNS = ("phase", "name", "tokens", "streams", "run", "ok", "prompt_tokens
                "completed", "sent", "note")
 
 
+def _note(*parts):
+    return "; ".join(p for p in parts if p) or None
+
+
+def _cached(run):
+    return cache_note(run.get("prompt_tokens"), run.get("cached_tokens"))
+
+
 def _csv_rows(results):
     """One dict per measured run (decode run, prefill run, depth run, concurrency round), in phase order."""
     for case in results.get("decode") or []:
         for i, run in enumerate(case.get("runs") or []):
-            yield dict(run, phase="decode", name=case["name"], run=i + 1, note=run.get("error") or run.get("garbled"))
+            yield dict(run, phase="decode", name=case["name"], run=i + 1,
+                       note=_note(run.get("error") or run.get("garbled"), _cached(run)))
     for row in results.get("prefill") or []:
         runs = row.get("runs") or ([] if row.get("skipped") else [row])  # schema 1: the row is its one run
         for i, run in enumerate(runs):
-            yield dict(run, phase="prefill", tokens=row["target_tokens"], run=i + 1, note=run.get("error"))
+            yield dict(run, phase="prefill", tokens=row["target_tokens"], run=i + 1,
+                       note=_note(run.get("error"), _cached(run)))
         if row.get("skipped"):
             yield {"phase": "prefill", "tokens": row["target_tokens"], "note": "skipped: " + row["skipped"]}
     for row in results.get("depth") or []:
         for i, run in enumerate(row.get("runs") or []):
             yield dict(run, phase="depth", tokens=row["depth_tokens"], run=i + 1,
-                       note=run.get("error") or run.get("garbled"))
+                       note=_note(run.get("error") or run.get("garbled"), _cached(run)))
         if row.get("skipped"):
             yield {"phase": "depth", "tokens": row["depth_tokens"], "note": "skipped: " + row["skipped"]}
     for point in results.get("concurrency") or []:
@@ -223,12 +283,17 @@ def _csv_rows(results):
                    "wall_s": rnd.get("wall_s"), "completed": rnd["completed"], "sent": rnd["sent"],
                    "decode_tok_s": (rnd.get("per_stream_tok_s") or {}).get("median"),
                    "ttft_ms": (rnd.get("ttft_ms") or {}).get("median"),
-                   "note": "; ".join(x for x in (rnd.get("aggregate_note"), errors) if x)}
+                   "prompt_tokens": rnd.get("prompt_tokens"), "cached_tokens": rnd.get("cached_tokens"),
+                   "note": _note(rnd.get("aggregate_note"), errors,
+                                 cache_note(rnd.get("prompt_tokens"), rnd.get("cached_tokens"), rnd["sent"],
+                                            rnd.get("mostly_cached")))}
     needle = results.get("needle")
-    if needle:
+    if needle and needle.get("skipped"):
+        yield {"phase": "needle", "tokens": needle["target_tokens"], "note": "skipped: " + needle["skipped"]}
+    elif needle:
         yield {"phase": "needle", "tokens": needle["target_tokens"], "run": 1, "ok": bool(needle.get("passed")),
-               "prompt_tokens": needle.get("prompt_tokens"), "ttft_ms": needle.get("ttft_ms"),
-               "note": needle.get("detail")}
+               "prompt_tokens": needle.get("prompt_tokens"), "cached_tokens": needle.get("cached_tokens"),
+               "ttft_ms": needle.get("ttft_ms"), "note": _note(needle.get("detail"), _cached(needle))}
 
 
 def results_csv(results):

@@ -12,11 +12,15 @@ The bench definitions (docs/bench.md):
   stream finished); per-stream tok/s = median decode tok/s of the streams;
 - a stream is garbled as bench_figures.garble_reason says.
 
-Every timed request is new to the server: each decode run, prefill prompt and concurrency round starts
-with its own nonce (:func:`unique`), so no prompt cache answers it (a repeated decode prompt had 72 of
-its 74 tokens cached, and its "TTFT" was no prefill at all); one untimed warm-up request (:func:`warm_up`)
-goes first, so the first timed run does not pay for a cold server. Prefill and concurrency points are
-repeated like the decode cases; an aggregate is reported only for a round whose streams all completed.
+Every timed request is new to the server: each decode run, prefill prompt, depth prompt, needle and
+every stream of every concurrency round starts with its own nonce, the random part first
+(bench_requests.nonce), so no prompt cache answers it (a repeated decode prompt had 72 of its 74 tokens
+cached, and its "TTFT" was no prefill at all; the queued streams of a round that shared one prompt had
+all but one token cached); one untimed warm-up request (:func:`warm_up`) goes first, so the first timed
+run does not pay for a cold server. Each run keeps the prompt tokens the server says came from its cache
+(``cached_tokens``) where the server says it; bench_figures.cache_rows flags a run served mostly from it.
+Prefill and concurrency points are repeated like the decode cases; an aggregate is reported only for a
+round whose streams all completed.
 
 Phases (``run_*``) take an EngineClient-like object and return plain dicts (JSON-ready). Nothing
 here raises on a failed request: failures are recorded in the results with their reason. The
@@ -26,7 +30,6 @@ options in bench_setup.
 
 from __future__ import annotations
 
-import secrets
 import time
 
 from ansible_collections.sparkfold.cluster.plugins.module_utils.bench_depth import run_depth
@@ -35,12 +38,14 @@ from ansible_collections.sparkfold.cluster.plugins.module_utils.bench_figures im
     concurrency_line,
     fmt,
     garble_reason,
+    mostly_cached,
     needle_line,
     prefill_line,
     summarize,
 )
 from ansible_collections.sparkfold.cluster.plugins.module_utils.bench_prompts import PROMPTS, prompt_of_tokens
 from ansible_collections.sparkfold.cluster.plugins.module_utils.bench_requests import (
+    nonce,
     one_stream,
     thinking_extra,
     unique,
@@ -138,9 +143,8 @@ def _prefill(client, counter, target, row, max_tokens, extra_body, deadline, pro
     """Build a new prompt of ``target`` tokens, send it, and fill ``row`` (one run) with what came back."""
     if progress:
         progress.step("prefill", f"{target} tokens, {label}: building the prompt")
-    nonce = f"[bench {secrets.token_hex(6)} {tag} {label}]"
     try:
-        text, counted, rounds = prompt_of_tokens(target, counter.count, nonce)
+        text, counted, rounds = prompt_of_tokens(target, counter.count, nonce(f"prefill {tag} {label}"))
     except Exception as exc:
         row["error"] = f"could not build the prompt: {exc}"
         return
@@ -167,12 +171,18 @@ def _prefill(client, counter, target, row, max_tokens, extra_body, deadline, pro
 
 
 def run_concurrency_point(client, streams, prompt, max_tokens, temperature=0.0, extra=None, deadline=None,
-                          garble_min_tokens=16, raw=None):
+                          garble_min_tokens=16, raw=None, tag=""):
     """``streams`` requests started together; aggregate and per-stream figures.
 
+    Every stream sends ``prompt`` behind a nonce of its own (bench_requests.unique, ``tag`` and the stream's
+    number in it): with one prompt for all, a stream queued behind the first finds the whole prompt in the
+    server's cache and its TTFT holds no prefill. ``prompt_tokens`` and ``cached_tokens`` add up the streams'
+    (None when no stream's server said); ``mostly_cached`` counts the streams served mostly from the cache.
     ``raw``: a list to receive each stream's own figures (``one_stream`` dicts), for callers that need them.
     """
-    results, t0 = together(streams, lambda _i: one_stream(client, prompt, max_tokens, temperature, extra, deadline))
+    prompts = [unique(prompt, f"{tag + ', ' if tag else ''}stream {i + 1} of {streams}") for i in range(streams)]
+    results, t0 = together(streams, lambda i: one_stream(client, prompts[i], max_tokens, temperature, extra,
+                                                         deadline))
     if raw is not None:
         raw.extend(results)
     t_end = max((r["t_end"] for r in results if r), default=time.monotonic())
@@ -192,6 +202,8 @@ def run_concurrency_point(client, streams, prompt, max_tokens, temperature=0.0, 
     total_tokens = sum(r["completion_tokens"] or 0 for r in results if r)
     texts = {r["text"] for r in completed}
     failed = streams - len(completed)
+    told = [r for r in results if r and r.get("prompt_tokens") is not None]
+    cached = [r for r in results if r and r.get("cached_tokens") is not None]
     return {
         "streams": streams, "sent": streams, "completed": len(completed),
         "garbled": len(garbled), "garbled_streams": garbled[:10],
@@ -203,6 +215,9 @@ def run_concurrency_point(client, streams, prompt, max_tokens, temperature=0.0, 
         "per_stream_tok_s": summarize(r["decode_tok_s"] for r in completed),
         "ttft_ms": summarize(None if r["ttft_s"] is None else r["ttft_s"] * 1000.0 for r in completed),
         "distinct_outputs": len(texts), "max_tokens": max_tokens, "temperature": temperature,
+        "prompt_tokens": sum(r["prompt_tokens"] for r in told) if told else None,
+        "cached_tokens": sum(r["cached_tokens"] for r in cached) if cached else None,
+        "mostly_cached": sum(1 for r in results if r and mostly_cached(r.get("prompt_tokens"), r.get("cached_tokens"))),
     }
 
 
@@ -211,8 +226,8 @@ def run_concurrency(client, grid, max_tokens, prompt_kind="prose", temperature=0
                     repeats=1):
     """The concurrency grid: one point per stream count, in order, each ``repeats`` rounds.
 
-    The streams of one round send the same prompt (at temperature 0 their outputs should agree); each round's
-    prompt is new (a nonce first), so no round finds the previous one's prompt in the cache.
+    Every stream of every round sends a prompt of its own (a nonce first, then the same task), so no stream
+    finds another's prompt in the server's cache.
     """
     out = []
     extra = thinking_extra(thinking, thinking_key, extra_body)
@@ -222,8 +237,8 @@ def run_concurrency(client, grid, max_tokens, prompt_kind="prose", temperature=0
             if progress:
                 progress.step("concurrency", f"{streams} streams, round {i + 1}/{repeats}")
             raw = []
-            point = run_concurrency_point(client, streams, unique(PROMPTS[prompt_kind], f"{streams} streams"),
-                                          max_tokens, temperature, extra, deadline, garble_min_tokens, raw)
+            point = run_concurrency_point(client, streams, PROMPTS[prompt_kind], max_tokens, temperature, extra,
+                                          deadline, garble_min_tokens, raw, tag=f"round {i + 1}")
             point["_decode"] = [r["decode_tok_s"] for r in raw if r and r["ok"]]
             point["_ttft"] = [r["ttft_s"] * 1000.0 for r in raw if r and r["ok"] and r["ttft_s"] is not None]
             rounds.append(point)
@@ -237,18 +252,29 @@ def run_concurrency(client, grid, max_tokens, prompt_kind="prose", temperature=0
 
 def run_needle(client, counter, target_tokens, count=3, depths=None, seed=0, max_tokens=256, context_length=None,
                thinking_key="thinking", extra_body=None, deadline=None, progress=None):
-    """The needle test of the smoke checks (engine_needle) at ``target_tokens``, with TTFT."""
-    out = {"target_tokens": target_tokens, "prompt_tokens": None, "counted_tokens": None,
+    """The needle test of the smoke checks (engine_needle) at ``target_tokens``, with TTFT.
+
+    The prompt starts with a nonce of its own, so a second run does not find it in the server's cache. A prompt
+    that does not fit ``context_length`` with its reply is not sent: ``skipped`` says why and ``passed`` is None
+    (not measured, never a FAIL).
+    """
+    out = {"target_tokens": target_tokens, "prompt_tokens": None, "cached_tokens": None, "counted_tokens": None,
            "token_counter": counter.method, "passed": False, "found": 0, "expected": 0, "detail": None,
-           "ttft_ms": None, "passphrases": [], "reply_head": None}
+           "skipped": None, "ttft_ms": None, "passphrases": [], "reply_head": None}
     if progress:
         progress.step("needle", f"{target_tokens} tokens: building the prompt")
     try:
-        needle = Needle(target_tokens, count, depths, seed)
+        needle = Needle(target_tokens, count, depths, seed, prefix=nonce("needle") + "\n")
         out["passphrases"] = needle.passphrases
         out["expected"] = len(needle.passphrases)
         out["depths"] = needle.depths
-        needle.fit(max_tokens, context_length)
+        try:
+            needle.fit(max_tokens, context_length)
+        except ValueError as exc:
+            out.update(skipped=str(exc), passed=None, found=None)
+            if progress:
+                progress.finished(needle_line(out))
+            return out
         prompt = needle.build(counter.count)
         out["counted_tokens"] = prompt.tokens
         if progress:
@@ -260,6 +286,7 @@ def run_needle(client, counter, target_tokens, count=3, depths=None, seed=0, max
             progress.finished(needle_line(out))
         return out
     out["prompt_tokens"] = res.prompt_tokens if res.prompt_tokens is not None else prompt.tokens
+    out["cached_tokens"] = res.cached_tokens
     out["ttft_ms"] = None if res.ttft_s is None else res.ttft_s * 1000.0
     out["reply_head"] = res.text[:300]
     if not res.ok:

@@ -130,7 +130,7 @@ class NeedlePrompt:
         return abs(self.tokens - self.target_tokens) / max(self.target_tokens, 1)
 
 
-def _assemble(filler, n_words, depths, passphrases):
+def _assemble(filler, n_words, depths, passphrases, prefix=""):
     words = filler.take(n_words)
     positions = [filler.boundary(round(d * n_words)) for d in depths]
     positions = [min(p, n_words) for p in positions]
@@ -146,10 +146,11 @@ def _assemble(filler, n_words, depths, passphrases):
         tail = " ".join(words[at:n_words])
         parts.append(tail if tail.endswith(".") else tail + ".")
     text = " ".join(p for p in parts[1:] if p)
-    return parts[0] + text + NEEDLE_QUESTION, positions
+    return prefix + parts[0] + text + NEEDLE_QUESTION, positions
 
 
-def build_needle_prompt(target_tokens, depths, passphrases, count_tokens, seed=0, tolerance=0.01, max_rounds=8):
+def build_needle_prompt(target_tokens, depths, passphrases, count_tokens, seed=0, tolerance=0.01, max_rounds=8,
+                        prefix=""):
     """A prompt of ``target_tokens`` tokens with ``passphrases`` planted at fractional ``depths``.
 
     The prompt is one user message: an intro, filler sentences with one sentence
@@ -162,8 +163,9 @@ def build_needle_prompt(target_tokens, depths, passphrases, count_tokens, seed=0
     sized by the secant method on word counts, calling ``count_tokens`` a few times (at most
     ``max_rounds`` + 2), until the count is exactly ``target_tokens``, no word more or less can get
     closer, or the rounds run out; the closest prompt is returned (a :class:`NeedlePrompt`; its
-    ``error`` is usually far below ``tolerance``). Raises ValueError on bad input or when the
-    question and passphrases alone exceed the target.
+    ``error`` is usually far below ``tolerance``). ``prefix`` goes first, counted with the rest (the
+    benchmark's nonce, so that no prompt cache holds the prompt). Raises ValueError on bad input or when
+    the question and passphrases alone exceed the target.
     """
     depths = [float(d) for d in depths]
     if len(depths) != len(passphrases):
@@ -174,7 +176,7 @@ def build_needle_prompt(target_tokens, depths, passphrases, count_tokens, seed=0
     filler = FillerText(seed)
 
     def measure(n):
-        text, positions = _assemble(filler, n, depths, passphrases)
+        text, positions = _assemble(filler, n, depths, passphrases, prefix)
         return text, positions, int(count_tokens(text))
 
     text0, pos0, base = measure(0)
@@ -248,14 +250,16 @@ def depths_for(count, depths=None):
 
 class Needle:
     """One needle test: ``passphrases`` at ``depths`` (from ``count`` and ``depths``, see :func:`depths_for`),
-    a prompt of ``target_tokens`` tokens (:meth:`build`), one greedy request (:meth:`ask`), its check.
+    a prompt of ``target_tokens`` tokens (:meth:`build`, ``prefix`` first), one greedy request (:meth:`ask`),
+    its check.
 
     Raises ValueError on depths that do not match the count.
     """
 
-    def __init__(self, target_tokens, count=None, depths=None, seed=0):
+    def __init__(self, target_tokens, count=None, depths=None, seed=0, prefix=""):
         self.target_tokens = int(target_tokens)
         self.seed = seed
+        self.prefix = prefix
         self.depths = depths_for(count, depths)
         self.passphrases = make_passphrases(len(self.depths), seed)
         self.prompt = None
@@ -270,7 +274,7 @@ class Needle:
     def build(self, count_tokens):
         """The prompt (a NeedlePrompt), sized with ``count_tokens``; see :func:`build_needle_prompt`."""
         self.prompt = build_needle_prompt(self.target_tokens, self.depths, self.passphrases, count_tokens,
-                                          seed=self.seed)
+                                          seed=self.seed, prefix=self.prefix)
         return self.prompt
 
     def ask(self, client, max_tokens, extra=None, deadline=None):

@@ -17,19 +17,23 @@ description:
   - "Single-stream decode (O(decode_cases), each O(decode_repeats) times, one request at a time): decode tok/s =
     (n - 1) / (t_last_chunk - t_first_chunk), n = completion tokens (the server's C(usage) when it sends one, else
     the content chunks); TTFT = first content chunk - request sent. Median, min, max and spread per case."
-  - "Every timed prompt starts with a nonce of its own, so no prompt cache answers it, and one untimed warm-up
-    request goes first."
+  - "Every timed prompt (every stream of every concurrency round too) starts with a nonce of its own, its random
+    digits the very first text, so no prompt cache answers it, and one untimed warm-up request goes first. The prompt
+    tokens the server says came from its cache (C(usage.prompt_tokens_details.cached_tokens), llama.cpp's
+    C(timings.cache_n)) are kept as C(cached_tokens) on every run, round and needle that has them."
   - "Prefill ladder (O(prefill_tokens)): O(prefill_repeats) prompts per length, built to that exact token count and
     sent to C(/v1/completions); prefill tok/s = prompt tokens / TTFT; median, min, max and spread per length."
   - "Decode at depth (O(depth_tokens)): a prompt of that many tokens of history ending with the prose task, one
     chat stream each; its decode tok/s is the speed with that much already in the context."
-  - "Concurrency grid (O(concurrency_streams)): that many identical chat streams started together, in
-    O(concurrency_repeats) rounds; aggregate tok/s = total output tokens / wall time (first request sent to last
-    stream done), none for a round in which a stream failed; per-stream tok/s = median decode tok/s of the
-    streams; completed / sent; a garble check: an empty output, or one ending in a token (or a cycle of up to 4)
-    repeated O(garble_min_tokens) times, or one where a single token is half the output."
+  - "Concurrency grid (O(concurrency_streams)): that many chat streams started together, each with a prompt of its
+    own (the same task behind its own nonce), in O(concurrency_repeats) rounds; aggregate tok/s = total output
+    tokens / wall time (first request sent to last stream done), none for a round in which a stream failed;
+    per-stream tok/s = median decode tok/s of the streams; completed / sent; a garble check: an empty output, or
+    one ending in a token (or a cycle of up to 4) repeated O(garble_min_tokens) times, or one where a single token
+    is half the output."
   - "Needle test (O(needle_tokens)): passphrases planted at depths of a long prompt must all come back in order
-    (the smoke test's check, from the engine_needle module_utils)."
+    (the smoke test's check, from the engine_needle module_utils). A prompt that does not fit the served context
+    with its reply is not sent: the needle is not measured (C(skipped) says why), never failed."
   - "Prompt lengths are counted with the server's C(/tokenize) when it has one, else with O(tokenizer_path)
     (C(tokenizer.json)) when the python running the module has the C(tokenizers) package, else estimated at 4
     characters per token; C(token_counter) in RV(measurements) says which, and why the better ones were not used."
@@ -187,8 +191,8 @@ options:
     default: 3
   concurrency_temperature:
     description:
-      - Temperature of the grid's streams (identical prompts; at 0 their outputs should agree, which
-        C(concurrency) in RV(measurements) reports as C(distinct_outputs)).
+      - Temperature of the grid's streams. C(distinct_outputs) in RV(measurements) counts their different outputs
+        (each stream's prompt has a nonce of its own, so at 0 they agree only where the model ignores it).
     type: float
     default: 0.0
   garble_min_tokens:
@@ -291,19 +295,21 @@ measurements:
       the options.
     - C(decode) - one entry per case with C(runs) (each C(decode_tok_s), C(ttft_ms), C(completion_tokens),
       C(garbled), C(error)) and the statistics C(decode_tok_s) and C(ttft_ms) (C(n), C(median), C(mean), C(min),
-      C(max), C(stdev), C(spread_pct)).
+      C(max), C(stdev), C(spread_pct)), C(prompt_tokens) and C(cached_tokens) per run.
     - C(warmup) - the untimed first request, C(ok) and C(error).
     - C(prefill) - one entry per length with C(target_tokens), C(counted_tokens), C(prompt_tokens) (the server's
       usage when given), C(ttft_ms) and C(prefill_tok_s) (medians; C(stats) has both statistics), C(runs),
       C(skipped), C(error).
-    - C(depth) - one entry per depth with C(depth_tokens), C(runs), the statistics C(decode_tok_s) and C(ttft_ms),
-      C(skipped).
+    - C(depth) - one entry per depth with C(depth_tokens), C(runs) (each with C(prompt_tokens) and
+      C(cached_tokens)), the statistics C(decode_tok_s) and C(ttft_ms), C(skipped).
     - C(concurrency) - one entry per stream count with C(sent), C(completed), C(garbled) (all rounds),
       C(aggregate_tok_s) (median of the complete rounds, None when none; C(aggregate_note) says why), C(stats),
       C(per_stream_tok_s) and C(ttft_ms) statistics, C(wall_s), C(output_tokens), C(errors), C(distinct_outputs),
-      C(rounds).
-    - C(needle) - C(target_tokens), C(prompt_tokens), C(passed), C(found), C(expected), C(detail), C(ttft_ms); or
-      null when not run.
+      C(prompt_tokens) and C(cached_tokens) (the streams' sums, None when the server says neither),
+      C(mostly_cached) (streams with more than half of their prompt tokens from the cache), C(rounds).
+    - C(needle) - C(target_tokens), C(prompt_tokens), C(cached_tokens), C(passed), C(found), C(expected),
+      C(detail), C(ttft_ms), C(skipped) (why it was not sent; then C(passed) is null, not measured); or null when
+      not run.
   returned: success
   type: dict
   sample:

@@ -22,7 +22,12 @@ description:
     stream reads below the per-stream speed (its wall time includes the TTFT)."
   - "C(results.csv) columns - phase, name, tokens, streams, run, ok, prompt_tokens, cached_tokens,
     completion_tokens, ttft_ms, decode_tok_s, prefill_tok_s, aggregate_tok_s, wall_s, completed, sent, note;
-    a cell that does not apply is empty; a skipped rung is a row with its reason in note."
+    a cell that does not apply is empty; a skipped rung is a row with its reason in note. C(cached_tokens) is the
+    server's count of prompt tokens it took from its prompt cache, where the server says it (a concurrency round's
+    row adds up its streams', with their C(prompt_tokens)); a run served mostly from the cache says so in note."
+  - "C(report.md) has a Prompt cache section - the cached prompt tokens per phase and every run served mostly from
+    the cache (more than half of its prompt tokens; a concurrency round when any of its streams was), whose TTFT
+    and prefill figures hold little or no prefill."
   - Marks each expected figure as within, above or below its tolerance; the side that is worse (below for a
     throughput, above for a time) is a regression, listed in RV(regressions). The module itself never fails on a
     regression; the C(sparkfold.cluster.bench) role does when C(bench_fail_on_regression) is set.
@@ -51,7 +56,8 @@ options:
         C(.garbled), C(concurrency.max.completed_pct) (at the largest stream count),
         C(concurrency.all.garbled), C(concurrency.peak.aggregate_tok_s), C(concurrency.peak.streams),
         C(needle.passed) (1 or 0), C(needle.found_pct). Percentages are 0-100. A concurrency point where any
-        stream failed has no aggregate (not measured).
+        stream failed has no aggregate (not measured). A needle that was not sent because it does not fit the served
+        context is not measured (never a failure); its reason is in the verdict.
     type: dict
     default: {}
   stamp:
@@ -119,7 +125,8 @@ files:
     ttft_vs_context.png, decode_vs_depth.png]
 verdicts:
   description: One per expected figure and matching metric - C(id), C(label), C(metric), C(measured), C(expected),
-    C(unit), C(low), C(high), C(tolerance), C(better), C(verdict) (within, above, below, not measured), C(regression).
+    C(unit), C(low), C(high), C(tolerance), C(better), C(verdict) (within, above, below, not measured), C(regression),
+    C(reason) (why a figure was not measured, for example the needle skipped for lack of context; null otherwise).
   returned: always
   type: list
   elements: dict
@@ -178,7 +185,7 @@ def main():
         if problems:
             module.fail_json(msg="the recipe's expected figures cannot be used: " + "; ".join(problems)
                                  + ". Fix the recipe file (roles/bench/files/recipes/) and run again")
-    verdicts = br.judge(expectations, br.metrics(results)) if expectations else []
+    verdicts = br.judge(expectations, br.metrics(results), br.unmeasured(results)) if expectations else []
     regressions = br.regressions(verdicts)
     out = {"changed": False, "run_dir": run_dir, "files": [], "verdicts": verdicts, "regressions": regressions,
            "table": br.verdict_lines(verdicts)}

@@ -19,10 +19,14 @@ The shapes the engines really answer, as their sources show them:
 - llama.cpp's served context: `/v1/models` `data[].meta` (`n_ctx_train` is the trained window, not the served
   one; some builds add `n_ctx`) and `/props` `default_generation_settings.n_ctx` (`llama_cpp_models`,
   `llama_cpp_props`).
+- A prompt cache (`PrefixCache`): the longest prefix of a prompt's tokens that an earlier prompt had is served from
+  the cache and the reply says how many, as vLLM (`usage.prompt_tokens_details.cached_tokens`, automatic prefix
+  caching) and llama.cpp (`timings.cache_n`) do.
 """
 
 import contextlib
 import json
+import re
 import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -101,6 +105,88 @@ def llama_cpp_props(n_ctx):
     """llama.cpp's /props: one slot's settings (its n_ctx is the window one request gets)."""
     return {"default_generation_settings": {"n_ctx": n_ctx, "params": {"n_predict": -1}}, "total_slots": 1,
             "model_path": "/models/model.gguf"}
+
+
+def _common(a, b):
+    """How many leading items the lists ``a`` and ``b`` share."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+class PrefixCache:
+    """A server with a prompt cache: every prompt's tokens are kept, and the longest prefix a new prompt shares with
+    an earlier one is "served from the cache"; each reply says how many tokens that was.
+
+    Tokens: a word or a punctuation mark each (``[bench`` is two, as a BPE tokenizer makes it); a chat request's
+    tokens are the chat template's ``<bos> <|User|>`` (``TEMPLATE``), the user message's, then ``<|Assistant|>``; a
+    completion's ``<bos>`` and the prompt's. A prompt sent twice is served from the cache the second time, all
+    but its last token (llama.cpp evaluates that one again). ``records`` lists (path, prompt tokens, cached
+    tokens, text) per request, in arrival order. Routes: `route(fake, reply)` sets /v1/models, /tokenize (vLLM's
+    shape, this tokenizer, no template), /v1/chat/completions and /v1/completions; ``shape`` "vllm" (usage's
+    prompt_tokens_details) or "llama.cpp" (timings.cache_n).
+    """
+
+    TEMPLATE = ("<bos>", "<|User|>")
+
+    def __init__(self, shape="vllm"):
+        self.shape = shape
+        self.seen = []
+        self.records = []
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def tokens(text):
+        return re.findall(r"\w+|[^\w\s]", text)
+
+    def _lookup(self, path, tokens, text):
+        with self.lock:
+            cached = max((_common(tokens, old) for old in self.seen), default=0)
+            cached = min(cached, len(tokens) - 1)
+            self.seen.append(tokens)
+            self.records.append((path, len(tokens), cached, text))
+        return cached
+
+    def _usage(self, prompt_n, cached, completion_n):
+        event = {"usage": {"prompt_tokens": prompt_n, "completion_tokens": completion_n,
+                           "total_tokens": prompt_n + completion_n}}
+        if self.shape == "llama.cpp":
+            event["timings"] = {"cache_n": cached, "prompt_n": prompt_n - cached}
+        else:
+            event["usage"]["prompt_tokens_details"] = {"cached_tokens": cached}
+        return event
+
+    def route(self, fake, reply="The keeper lit the lamp and watched the sea until the morning came over the rocks"):
+        def chat(body, _n):
+            text = body["messages"][0]["content"]
+            tokens = [*self.TEMPLATE, *self.tokens(text), "<|Assistant|>"]
+            cached = self._lookup("/v1/chat/completions", tokens, text)
+            words = reply.split()[:body.get("max_tokens") or None]
+            events = chat_chunks(" ".join(words), usage=False)
+            events[-2].update(self._usage(len(tokens), cached, len(words)))
+            return 200, events
+
+        def completion(body, _n):
+            text = body["prompt"]
+            tokens = ["<bos>", *self.tokens(text)]
+            cached = self._lookup("/v1/completions", tokens, text)
+            last = {"choices": [{"index": 0, "text": "", "finish_reason": "stop"}]}
+            last.update(self._usage(len(tokens), cached, 1))
+            return 200, [{"choices": [{"index": 0, "text": "ready", "finish_reason": None}]}, last, "[DONE]"]
+
+        def tokenize(body, _n):
+            tokens = self.tokens(body["prompt"])
+            return 200, {"count": len(tokens), "max_model_len": None, "tokens": list(range(len(tokens)))}
+
+        fake.route("GET", "/health", lambda body, n: (200, {"ok": True}))
+        fake.route("GET", "/v1/models", lambda body, n: (200, models_list("m")))
+        fake.route("POST", "/tokenize", tokenize)
+        fake.route("POST", "/v1/chat/completions", chat)
+        fake.route("POST", "/v1/completions", completion)
+        return fake
 
 
 class _Handler(BaseHTTPRequestHandler):

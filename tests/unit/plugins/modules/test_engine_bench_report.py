@@ -237,3 +237,21 @@ def test_results_csv_for_spreadsheets(run, args, tmp_path):
     assert len(decode) == sum(len(c["runs"]) for c in args["measurements"]["decode"])
     assert {r["name"] for r in decode} == {"prose_t0.7_thinking", "prose_t0", "code_t0"}
     assert [r["phase"] for r in rows].count("needle") == 1
+
+
+def test_a_needle_skipped_for_lack_of_context_is_not_a_regression(run, args, tmp_path):
+    # Issue 31: the lab run's needle, as a run on a server with too small a context leaves it: not sent.
+    measurements = dict(args["measurements"], needle={
+        "target_tokens": 65536, "prompt_tokens": None, "cached_tokens": None, "passed": None, "found": None,
+        "expected": 3, "detail": None, "ttft_ms": None,
+        "skipped": "a 65536-token prompt plus a 256-token reply does not fit the engine's context of 32768 tokens; "
+                   "lower needle_tokens or raise the engine's context"})
+    kind, result, _w = run({"measurements": measurements, "expectations": args["recipe"]("lab"),
+                            "run_dir": str(tmp_path / "r"), "plots": False})
+    assert kind == "exit", result
+    (needle,) = [v for v in result["verdicts"] if v["metric"] == "needle.passed"]
+    assert needle["verdict"] == "not measured" and needle["regression"] is False
+    assert needle["reason"].startswith("skipped: a 65536-token prompt plus a 256-token reply does not fit")
+    assert result["regressions"] == []
+    report = (tmp_path / "r" / "report.md").read_text()
+    assert "| not measured (skipped: a 65536-token prompt" in report
