@@ -82,3 +82,71 @@ def test_listen_extends_while_a_port_is_silent_and_lingers_after_the_last_port_h
     silence = fabric_probe.listen(['enp1s0f0np0'], 'spark-a', 'lab', 4.0, sysfs_root=str(tmp_path), clock=clock)
     assert silence == {'enp1s0f0np0': []}
     assert 12.0 <= clock.now < 12.5
+
+
+def fake_ports(monkeypatch, tmp_path, clock, inbox):
+    """Two ports whose sockets read what ``inbox`` (interface -> frames) holds once the clock passes 0.5 s."""
+    for name in ('enp1s0f0np0', 'enp1s0f1np1'):
+        net = tmp_path / 'class' / 'net' / name
+        net.mkdir(parents=True)
+        (net / 'address').write_text('02:00:00:00:00:01\n')
+    socks = []
+
+    class Sock:
+        def __init__(self, *_args):
+            self.name = None
+            self.pending = []
+            socks.append(self)
+
+        def bind(self, addr):
+            self.name = addr[0]
+
+        def setblocking(self, _flag):
+            pass
+
+        def send(self, frame):
+            self.pending.append(frame)  # a packet socket reads what its own interface sends
+
+        def recv(self, _size):
+            return self.pending.pop()
+
+        def close(self):
+            pass
+
+    def select(readers, _w, _x, timeout):
+        clock.now += max(timeout, 0.05)
+        if clock.now >= 0.5:
+            for sock in readers:
+                sock.pending.extend(inbox.pop(sock.name, []))
+        return [s for s in readers if s.pending], [], []
+
+    monkeypatch.setattr(fabric_probe.socket, 'socket', Sock)
+    monkeypatch.setattr(fabric_probe.select, 'select', select)
+
+
+def test_a_port_cabled_to_the_same_nodes_other_port_is_heard_as_a_loop(monkeypatch, tmp_path):
+    """Its own frames are left out; those of its other port are not: the two ports are cabled to each other."""
+    clock = FakeClock()
+    loop = {'enp1s0f0np0': [fabric_probe.encode(MAC, 'spark-b', 'enp1s0f1np1', 'lab')],
+            'enp1s0f1np1': [fabric_probe.encode(MAC, 'spark-b', 'enp1s0f0np0', 'lab')]}
+    fake_ports(monkeypatch, tmp_path, clock, loop)
+    heard = fabric_probe.listen(['enp1s0f0np0', 'enp1s0f1np1'], 'spark-b', 'lab', 4.0, sysfs_root=str(tmp_path),
+                                clock=clock, linger=1.0)
+    assert [(h['host'], h['interface']) for h in heard['enp1s0f0np0']] == [('spark-b', 'enp1s0f1np1')]
+    assert [(h['host'], h['interface']) for h in heard['enp1s0f1np1']] == [('spark-b', 'enp1s0f0np0')]
+    # heard at 0.5 s, then announced 1 s more (linger), not the whole 4 s window
+    assert 1.5 <= clock.now < 2.0
+
+
+def test_link_state_tells_a_pulled_cable_from_a_port_that_is_down(tmp_path):
+    net = tmp_path / 'class' / 'net'
+    for name, flags, operstate, carrier in (('pulled', '0x1003', 'down', '0'), ('cabled', '0x1003', 'up', '1'),
+                                            ('off', '0x1002', 'down', None)):
+        (net / name).mkdir(parents=True)
+        (net / name / 'flags').write_text(flags + '\n')
+        (net / name / 'operstate').write_text(operstate + '\n')
+        if carrier is not None:  # the kernel refuses to read carrier while the interface is down
+            (net / name / 'carrier').write_text(carrier + '\n')
+    assert fabric_probe.link_state(str(tmp_path), 'pulled') == {'carrier': False, 'operstate': 'down', 'up': True}
+    assert fabric_probe.link_state(str(tmp_path), 'cabled') == {'carrier': True, 'operstate': 'up', 'up': True}
+    assert fabric_probe.link_state(str(tmp_path), 'off') == {'carrier': None, 'operstate': 'down', 'up': False}
