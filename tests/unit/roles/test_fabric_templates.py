@@ -219,9 +219,11 @@ def test_an_interface_that_cannot_carry_the_mtu_is_an_input_problem():
     no_limit = {k: v for k, v in json.loads(link("enP2p1s0f1np1"))[0].items() if k != "max_mtu"}
     variables = {"fabric_live_links": [small, no_limit], "fabric_mtu": 9000, "fabric_plan_result": PLAN,
                  "fabric_unaddressed_result": [], "fabric_live_drift": [], "fabric_topology": "pair",
+                 "fabric_lab": True,
                  "ansible_facts": {"sparkfold_roce": {"netdevs": {"enp1s0f1np1": {}, "enP2p1s0f1np1": {}}}},
                  "fabric_read": {"files": {"/etc/ssh/ssh_host_ed25519_key.pub": {"exists": True, "type": "file"}}}}
     variables["_fabric_mtu_problems"] = evaluate(collect["vars"]["_fabric_mtu_problems"], **variables)
+    variables["_fabric_gid_problems"] = []
     assert evaluate(collect["ansible.builtin.set_fact"]["fabric_input_problems"], **variables) == [
         "spark-b: interface enp1s0f1np1 carries at most MTU 1500, fabric_mtu is 9000"]
     variables["fabric_read"]["files"]["/etc/ssh/ssh_host_ed25519_key.pub"] = {"exists": False, "type": "absent"}
@@ -356,6 +358,26 @@ def test_a_peer_without_a_key_yet_is_not_authorised_and_pins_carry_the_peer_host
     assert evaluate(role_var("fabric_ssh_pins"), **variables) == [
         {"peer": "spark-a", "address": "192.168.100.1", "hostkey": HOSTKEY},
         {"peer": "spark-a", "address": "192.168.101.1", "hostkey": HOSTKEY}]
+
+
+def test_on_real_sparks_every_run_a_rail_holding_its_address_holds_its_roce_gid():
+    collect = task("plan.yml",
+                   "Collect missing interfaces, those that cannot carry the fabric MTU and rails without a link")
+    gids = {"192.168.100.2": {"index": 3, "device": "rocep1s0f1"},
+            "192.168.101.2": {"index": 3, "device": "rocep1s0f1"}}
+    variables = {"fabric_plan_result": PLAN, "fabric_live_drift": [],
+                 "ansible_facts": {"sparkfold_roce": {"netdevs": {"enp1s0f1np1": {}, "enP2p1s0f1np1": {}},
+                                                      "ipv4_gids": gids}}}
+    # rail1's address sits on the other twin's RDMA device (or mlx5_ib did not make the GID): refused
+    assert evaluate(collect["vars"]["_fabric_gid_problems"], **variables) == [
+        "spark-b: no RoCE v2 GID carries 192.168.101.2 on roceP2p1s0f1 (enP2p1s0f1np1): NCCL and the engine cannot"
+        " use this rail; is mlx5_ib loaded (rdma link), and is rdma_device right in fabric_rails?"]
+    gids["192.168.101.2"]["device"] = "roceP2p1s0f1"
+    assert evaluate(collect["vars"]["_fabric_gid_problems"], **variables) == []
+    # a rail still without its address (a first install) is netplan's to fix first
+    del gids["192.168.101.2"]
+    variables["fabric_live_drift"] = [{"interface": "enP2p1s0f1np1", "message": "lacks address"}]
+    assert evaluate(collect["vars"]["_fabric_gid_problems"], **variables) == []
 
 
 # --- the ring's cable check (cables.yml), on what fabric_neighbors returned ----------------------------------
