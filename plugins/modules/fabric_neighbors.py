@@ -22,8 +22,8 @@ description:
     nobody says whether it has a link (RV(links)), so a pulled cable is told from a peer that is not running.
   - A port that is administratively down (a fresh node, before the fabric's netplan) is brought up for the
     probe and down again after it (O(bring_up)); nothing else is changed.
-  - With O(pings), also sends one don't-fragment ping of each entry, all at once, after the probe: the
-    rails' reachability in the same round trip.
+  - With O(pings), also sends one don't-fragment ping of each entry, all at once, after the probe (the
+    rails' reachability in the same round trip).
   - Read-only; never reports a change. Needs root (a raw packet socket).
 author:
   - sparkfold developers (@sparkfold)
