@@ -17,7 +17,7 @@ import random
 import pytest
 from ansible_collections.sparkfold.cluster.plugins.module_utils import fabric_ring
 
-HOSTS = ['spark-a', 'spark-b', 'spark-c', 'spark-d']
+HOSTS = ('spark-a', 'spark-b', 'spark-c', 'spark-d')
 P0, P1 = 'enp1s0f0np0', 'enp1s0f1np1'
 RING = [{'host': h, 'ports': [{'name': 'port0', 'interface': P0}, {'name': 'port1', 'interface': P1}]} for h in HOSTS]
 PORTS = [(h, p) for h in HOSTS for p in (P0, P1)]
@@ -173,7 +173,7 @@ def test_other_ring_sizes_random_cablings(count):
             for h in hosts]
     ports = [(h, p) for h in hosts for p in (P0, P1)]
     rng = random.Random(count)
-    for _ in range(40):
+    for _attempt in range(40):
         shuffled = rng.sample(ports, len(ports))
         cables = [frozenset(shuffled[i:i + 2]) for i in range(0, len(shuffled) - 2 * rng.randint(0, 1), 2)]
         heard = {h: {P0: [], P1: []} for h in hosts}
