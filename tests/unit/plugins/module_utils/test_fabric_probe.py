@@ -1,6 +1,14 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The cable probe's frames: what one node sends is what the node at the other end reads."""
 
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+
+import pytest
 from ansible_collections.sparkfold.cluster.plugins.module_utils import fabric_probe
 
 MAC = bytes.fromhex('020000000001')
@@ -150,3 +158,40 @@ def test_link_state_tells_a_pulled_cable_from_a_port_that_is_down(tmp_path):
     assert fabric_probe.link_state(str(tmp_path), 'pulled') == {'carrier': False, 'operstate': 'down', 'up': True}
     assert fabric_probe.link_state(str(tmp_path), 'cabled') == {'carrier': True, 'operstate': 'up', 'up': True}
     assert fabric_probe.link_state(str(tmp_path), 'off') == {'carrier': None, 'operstate': 'down', 'up': False}
+
+
+REAL = '''
+import json, sys, threading
+from ansible_collections.sparkfold.cluster.plugins.module_utils import fabric_probe as p
+res = {}
+def run(host, ifs):
+    res[host] = {'heard': {i: [(x['host'], x['interface']) for x in v] for i, v in p.listen(ifs, host, 'test', 2.0,
+                 linger=0.5).items()}, 'carrier': {i: p.link_state('/sys', i)['carrier'] for i in ifs}}
+threads = [threading.Thread(target=run, args=a) for a in (('A', ['a0', 'a1']), ('B', ['b1']), ('C', ['c0', 'c1']))]
+[t.start() for t in threads]
+[t.join() for t in threads]
+print(json.dumps(res))
+'''
+
+
+def test_real_sockets_a_cable_a_loop_and_a_pulled_cable(tmp_path):
+    """Kernel packet sockets in a network namespace of the test's own (root only): veth pairs as cables.
+    A's port 0 cabled to B's port 1, C's two ports to each other (a loop), A's port 1 pulled (the far end down)."""
+    if os.geteuid() != 0 or shutil.which('ip') is None:
+        pytest.skip('needs root and iproute2 (a network namespace of its own)')
+    netns = f'sftest{uuid.uuid4().hex[:8]}'
+    if subprocess.run(['ip', 'netns', 'add', netns], capture_output=True, check=False).returncode != 0:
+        pytest.skip('this kernel or container cannot make a network namespace')
+    try:
+        setup = ('ip link add a0 type veth peer name b1 && ip link add c0 type veth peer name c1 && '
+                 'ip link add a1 type veth peer name xx && for i in a0 b1 c0 c1 a1; do ip link set $i up; done')
+        subprocess.run(['ip', 'netns', 'exec', netns, 'sh', '-c', setup], check=True, capture_output=True)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+        out = subprocess.run(['ip', 'netns', 'exec', netns, sys.executable, '-c', REAL], check=True,
+                             capture_output=True, text=True, env=env, timeout=60).stdout
+    finally:
+        subprocess.run(['ip', 'netns', 'del', netns], check=False)
+    seen = json.loads(out)
+    assert seen['A'] == {'heard': {'a0': [['B', 'b1']], 'a1': []}, 'carrier': {'a0': True, 'a1': False}}
+    assert seen['B']['heard'] == {'b1': [['A', 'a0']]}
+    assert seen['C']['heard'] == {'c0': [['C', 'c1']], 'c1': [['C', 'c0']]}
