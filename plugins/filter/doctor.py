@@ -97,14 +97,48 @@ class Report:
         seen = f"{port.get('state')}{mtu}, GID index " + (str(entry["index"]) if entry else "none")
         self.add(label, not problems, seen, f"ACTIVE, a RoCE v2 GID for {rail['address']}", "; ".join(problems))
 
+    def cables(self):
+        """Who faces each fabric port (fabric_neighbors, run on every node at once), against the plan: on a ring the
+        neighbour on each cable, on a pair or switch every peer's port on the same subnet."""
+        probe = self.e.get("cables")
+        if probe is None:
+            return
+        host = self.e["host"]
+        fix = (f"{self.play}fabric.yml checks every cable on every run, before it changes anything, and names "
+               "the fewest cable moves (a ring: or the fabric_host_index renumbering)")
+        if not isinstance(probe, dict) or "neighbors" not in probe:
+            msg = probe.get("msg") if isinstance(probe, dict) else probe
+            self.add("cables", False, f"the cable probe failed: {msg}", "who faces each port", fix)
+            return
+        peers = self.e.get("peer_plans") or {}
+        for rail in self.e.get("rails", []):
+            iface = rail["interface"]
+            want = sorted((peer, theirs["interface"], theirs["name"]) for peer, plan in peers.items()
+                          for theirs in plan or []
+                          if (theirs.get("cidr") or theirs["name"]) == (rail.get("cidr") or rail["name"]))
+            names = {(peer, interface): f"{peer} {name} ({interface})" for peer, interface, name in want}
+            heard = sorted({(h.get("host"), h.get("interface")) for h in (probe["neighbors"].get(iface) or [])})
+            carrier = ((probe.get("links") or {}).get(iface) or {}).get("carrier")
+            faces = [names.get(key) or (f"its own port {key[1]} (a loop on one node)" if key[0] == host
+                                        else f"{key[0]} {key[1]}") for key in heard]
+            if faces:
+                seen = "faces " + ", ".join(faces)
+            elif carrier is False:
+                seen = "no link (no carrier): the cable is pulled, or the other end is down"
+            else:
+                seen = "hears no node (the peer's port is down, or the peer did not run the doctor)"
+            wanted = ", ".join(names.values()) or "no peer on its subnet"
+            self.add(f"{rail['name']} {iface} cable", heard == [(p, i) for p, i, _n in want], seen,
+                     f"faces {wanted}", f"the cable in {host} {rail['name']} ({iface}) must go to {wanted}; {fix}")
+
     def pings(self, facts):
         for res in facts.get("pings") or []:
             self.add(f"ping {res.get('peer') or res['address']} via {res['interface']}", res.get("ok"),
                      "a don't-fragment frame of MTU {} crossed".format(res["size"] + 28) if res.get("ok")
                      else res.get("detail") or "no reply", f"{res['address']}, no fragmenting",
-                     f"the frame did not cross {res.get('rail') or res['interface']}: compare the MTU of "
-                     f"{res['interface']} on both ends (link rows of both nodes), the addresses and the cable; "
-                     f"{self.play}fabric.yml repairs the plan")
+                     f"the frame did not cross {res.get('rail') or res['interface']}: see the cable row of "
+                     f"{res['interface']} (who it faces) and the link rows of both nodes (MTU, address); "
+                     f"{self.play}fabric.yml checks the cables and links on every run and names what to fix")
 
     # --- toolchain ---------------------------------------------------------------------------
     def toolchain(self, facts):
@@ -272,6 +306,7 @@ def doctor_report(facts, expect):
             raise AnsibleFilterError(f"doctor_report: expect.{key} is missing")
     report = Report(expect)
     report.rails(facts)
+    report.cables()
     report.pings(facts)
     report.toolchain(facts)
     serving = any(u.get("ActiveState") == "active" for u in facts.get("units") or [])

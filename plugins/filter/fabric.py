@@ -14,6 +14,7 @@ import re
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
+from ansible_collections.sparkfold.cluster.plugins.module_utils import fabric_ring
 
 try:
     import netaddr
@@ -421,61 +422,20 @@ def fabric_links(plan, peer_plans):
     return links
 
 
-def fabric_ring_cabling(observed, ring):
-    """Explain a mis-cabled ring from what each node saw on its two ports.
+def fabric_ring_cabling(observed, ring, carrier=None):
+    """Explain a mis-cabled ring from what each node heard on its two ports, with the cheapest fix.
 
     ``ring``: the nodes in ring order, each {host, ports: [port0, port1]} (a port: {name, interface}).
-    ``observed``: host -> interface -> list of {host, interface} heard on that port (the
-    fabric_neighbors module). Returns [] when every port faces the neighbour the ring wants,
-    else one message per wrong port and, last, the cabling the ring wants.
+    ``observed``: host -> interface -> list of {host, interface} heard on that port (the fabric_neighbors
+    module). ``carrier``: host -> interface -> whether the port has a link (fabric_neighbors' links).
+    Returns [] when every port faces the neighbour the ring wants, else the explanation, one line each:
+    what each wrong port faces, then the fewest cable moves (or the fabric_host_index renumbering when it
+    needs fewer), one per line (module_utils/fabric_ring.py).
     """
-    if not isinstance(ring, (list, tuple)) or len(ring) < 3:
-        raise AnsibleFilterError('fabric_ring_cabling: ring must list at least 3 nodes in ring order')
-    observed = observed or {}
-    count = len(ring)
-    problems = []
-    swapped = []
-    for position, node in enumerate(ring):
-        host = node['host']
-        port0, port1 = node['ports']
-        nxt, prev = ring[(position + 1) % count], ring[position - 1]
-        wants = {port0['interface']: (nxt['host'], nxt['ports'][1]),
-                 port1['interface']: (prev['host'], prev['ports'][0])}
-        seen_here = observed.get(host, {}) or {}
-        wrong = {}
-        for port in (port0, port1):
-            want_host, want_port = wants[port['interface']]
-            heard = seen_here.get(port['interface']) or []
-            label = f"{host} {port['name']} ({port['interface']})"
-            want = f"{want_host} {want_port['name']} ({want_port['interface']})"
-            if not heard:
-                problems.append(f'{label} hears no neighbour (cable unplugged, link down or the peer not '
-                                f'running); the ring wants it cabled to {want}')
-                continue
-            names = []
-            for seen in heard:
-                other = next((n for n in ring if n['host'] == seen.get('host')), None)
-                port_name = next((p['name'] for p in (other or {}).get('ports', [])
-                                  if p['interface'] == seen.get('interface')), seen.get('interface'))
-                names.append(f"{seen.get('host')} {port_name} ({seen.get('interface')})")
-            only = heard[0] if len(heard) == 1 else {}
-            if (only.get('host'), only.get('interface')) == (want_host, want_port['interface']):
-                continue
-            wrong[port['interface']] = heard
-            problems.append(f"{label} faces {', '.join(names)}; the ring wants {want}")
-        # Both cables of this node in each other's cage: port 0 faces the previous node, port 1 the next.
-        if set(wrong) == {port0['interface'], port1['interface']} and \
-                [h.get('host') for h in wrong[port0['interface']]] == [prev['host']] and \
-                [h.get('host') for h in wrong[port1['interface']]] == [nxt['host']]:
-            swapped.append(host)
-    if not problems:
-        return []
-    for host in swapped:
-        problems.append(f'{host}: its two cables are in each other\'s port: swap them')
-    wanted = '; '.join(f"{node['host']} {node['ports'][0]['name']} -> {ring[(i + 1) % count]['host']} "
-                       f"{ring[(i + 1) % count]['ports'][1]['name']}" for i, node in enumerate(ring))
-    problems.append(f'cable the ring as: {wanted} (cable L from node L port 0 to node L+1 port 1, no diagonals)')
-    return problems
+    try:
+        return fabric_ring.ring_cabling(observed, ring, carrier)['lines']
+    except fabric_ring.RingCablingError as exc:
+        raise AnsibleFilterError(f'fabric_ring_cabling: {exc}') from None
 
 
 def weights_sources(nodes, topology, plans):

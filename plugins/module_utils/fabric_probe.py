@@ -54,14 +54,32 @@ def mac_of(sysfs_root, interface):
         return bytes(int(part, 16) for part in handle.read().strip().split(':'))
 
 
-def listen(interfaces, host, cluster, seconds, interval=0.2, sysfs_root='/sys', clock=time.monotonic, extend=2):
+def link_state(sysfs_root, interface):
+    """{carrier, operstate, up} of an interface from sysfs: carrier True/False (None while the interface is
+    administratively down: the kernel refuses to read it then), up whether it is administratively up."""
+    base = f'{sysfs_root}/class/net/{interface}'
+    state = {'carrier': None, 'operstate': 'unknown', 'up': False}
+    with contextlib.suppress(OSError, ValueError), open(f'{base}/operstate', encoding='ascii') as handle:
+        state['operstate'] = handle.read().strip()
+    with contextlib.suppress(OSError, ValueError), open(f'{base}/flags', encoding='ascii') as handle:
+        state['up'] = bool(int(handle.read().strip(), 16) & 0x1)  # IFF_UP
+    with contextlib.suppress(OSError, ValueError), open(f'{base}/carrier', encoding='ascii') as handle:
+        state['carrier'] = handle.read().strip() == '1'
+    return state
+
+
+def listen(interfaces, host, cluster, seconds, interval=0.2, sysfs_root='/sys', clock=time.monotonic, extend=2,
+           linger=None):
     """Announce this host on every interface every ``interval`` seconds for ``seconds`` and collect what
-    each interface hears: interface -> sorted list of {host, interface, mac} (itself left out).
+    each interface hears: interface -> sorted list of {host, interface, mac}. Its own frames are left out,
+    but not those of its other ports: a port that hears this host's other port is cabled to it (a loop).
 
     A node that started late hears the others only while they still announce: every node keeps
-    announcing ``seconds`` past the moment all its interfaces heard someone, and while an interface
-    has heard nobody the window grows by ``seconds``, up to ``extend`` times (a port without a peer
-    costs ``seconds * (1 + extend)``)."""
+    announcing ``linger`` seconds (default ``seconds``) past the moment all its interfaces heard someone,
+    and while an interface has heard nobody the window grows by ``seconds``, up to ``extend`` times (a port
+    without a peer costs ``seconds * (1 + extend)``). A well cabled node is done once its last neighbour
+    started, plus ``linger``."""
+    linger = seconds if linger is None else linger
     sockets = {}
     try:
         for interface in interfaces:
@@ -79,14 +97,14 @@ def listen(interfaces, host, cluster, seconds, interval=0.2, sysfs_root='/sys', 
             now = clock()
             if all_since is None and all(heard.values()):
                 all_since = now
+            if all_since is not None and now - all_since >= linger:
+                break
             if now >= deadline:
-                if all_since is not None and now - all_since >= seconds:
-                    break
                 if all_since is None and extended >= extend:
                     break
                 if all_since is None:
                     extended += 1
-                deadline = max(deadline + seconds, all_since + seconds) if all_since is not None else deadline + seconds
+                deadline = all_since + linger if all_since is not None else deadline + seconds
             now = clock()
             if now >= next_send:
                 for sock, (_interface, frame) in sockets.items():
@@ -94,15 +112,18 @@ def listen(interfaces, host, cluster, seconds, interval=0.2, sysfs_root='/sys', 
                     with contextlib.suppress(OSError):
                         sock.send(frame)
                 next_send = now + interval
-            ready, _w, _x = select.select(list(sockets), [], [], max(0.0, min(next_send, deadline) - clock()))
+            until = min(next_send, deadline, all_since + linger) if all_since is not None else min(next_send, deadline)
+            ready, _w, _x = select.select(list(sockets), [], [], max(0.0, until - clock()))
             for sock in ready:
                 try:
                     frame = sock.recv(2048)
                 except OSError:
                     continue
                 seen = decode(frame, cluster)
-                if seen and seen['host'] != host:
-                    heard[sockets[sock][0]][(seen['host'], seen['interface'])] = seen
+                here = sockets[sock][0]
+                # a packet socket also reads what its own interface sends; this host's other port is a loop
+                if seen and (seen['host'], seen['interface']) != (host, here):
+                    heard[here][(seen['host'], seen['interface'])] = seen
         return {interface: [found[key] for key in sorted(found)] for interface, found in heard.items()}
     finally:
         for sock in sockets:

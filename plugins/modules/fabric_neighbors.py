@@ -18,7 +18,13 @@ description:
   - Runs below IP, so it needs no address; a frame is never routed, so what a port hears is the node at
     the other end of its cable. Run it on every node at once (one task, all hosts); a node hears only
     the nodes announcing while it listens.
-  - Read-only; never reports a change. Needs root (a raw packet socket) and interfaces that are up.
+  - A port that hears this host's other port is cabled to it (a loop on one node) and says so; a port that hears
+    nobody says whether it has a link (RV(links)), so a pulled cable is told from a peer that is not running.
+  - A port that is administratively down (a fresh node, before the fabric's netplan) is brought up for the
+    probe and down again after it (O(bring_up)); nothing else is changed.
+  - With O(pings), also sends one don't-fragment ping of each entry, all at once, after the probe (the
+    rails' reachability in the same round trip).
+  - Read-only; never reports a change. Needs root (a raw packet socket).
 author:
   - sparkfold developers (@sparkfold)
 options:
@@ -42,6 +48,42 @@ options:
         nobody extends the window by this much, twice at most.
     type: float
     default: 4.0
+  linger:
+    description:
+      - How long a node keeps announcing once each of its interfaces heard someone (its neighbours may have
+        started the task a little later). Defaults to O(seconds).
+      - A well cabled ring is done this long after its last node started the task.
+    type: float
+  bring_up:
+    description: Bring an administratively down interface up for the probe, and down again after it.
+    type: bool
+    default: true
+  pings:
+    description:
+      - Pings to send after the probe, each C(ping -M do -s <size> -c 1 -I <interface> <address>).
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      interface:
+        description: The interface the ping leaves by.
+        type: str
+        required: true
+      address:
+        description: The address pinged.
+        type: str
+        required: true
+      size:
+        description: Payload bytes (the MTU less 28 for a frame of exactly the MTU).
+        type: int
+        required: true
+      peer:
+        description: The peer's name, returned as given.
+        type: str
+  ping_timeout_s:
+    description: Seconds each ping waits for its reply.
+    type: int
+    default: 2
   sysfs_root:
     description: The directory that contains C(class/net) (the interfaces' MAC addresses).
     type: path
@@ -76,12 +118,28 @@ neighbors:
       - {host: spark-b, interface: enp1s0f1np1, mac: "02:00:00:00:00:02"}
     enp1s0f1np1:
       - {host: spark-d, interface: enp1s0f0np0, mac: "02:00:00:00:00:07"}
+links:
+  description:
+    - Interface -> its link as sysfs has it after the probe; C(carrier) false is a port without a link (a pulled
+      cable, or the other end down), null while the port is administratively down.
+  returned: always
+  type: dict
+  sample:
+    enp1s0f0np0: {carrier: true, operstate: up, up: true, brought_up: false}
+pings:
+  description: The entries of O(pings), each with C(ok) and C(detail) (why it failed).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {interface: enp1s0f0np0, address: 10.10.1.2, size: 8972, peer: spark-b, ok: true, detail: ""}
 """
 
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sparkfold.cluster.plugins.module_utils.fabric_probe import listen
+from ansible_collections.sparkfold.cluster.plugins.module_utils.doctor_probe import ping_all
+from ansible_collections.sparkfold.cluster.plugins.module_utils.fabric_probe import link_state, listen
 
 
 def main():
@@ -91,6 +149,15 @@ def main():
             'host': {'type': 'str', 'required': True},
             'cluster': {'type': 'str', 'default': 'sparkfold'},
             'seconds': {'type': 'float', 'default': 4.0},
+            'linger': {'type': 'float'},
+            'bring_up': {'type': 'bool', 'default': True},
+            'pings': {'type': 'list', 'elements': 'dict', 'default': [], 'options': {
+                'interface': {'type': 'str', 'required': True},
+                'address': {'type': 'str', 'required': True},
+                'size': {'type': 'int', 'required': True},
+                'peer': {'type': 'str'},
+            }},
+            'ping_timeout_s': {'type': 'int', 'default': 2},
             'sysfs_root': {'type': 'path', 'default': '/sys'},
         },
         supports_check_mode=True,
@@ -104,14 +171,37 @@ def main():
                if not os.path.isdir(os.path.join(params['sysfs_root'], 'class', 'net', name))]
     if missing:
         module.fail_json(msg=f"no such interface: {', '.join(missing)} (ip -br link lists this node's interfaces)")
+    if params['linger'] is not None and not 0 < params['linger'] <= 60:
+        module.fail_json(msg=f"linger must be within 0..60, got {params['linger']}")
+    ip = module.get_bin_path('ip', opt_dirs=['/usr/sbin', '/sbin'], required=params['bring_up'])
+    down = [name for name in params['interfaces'] if not link_state(params['sysfs_root'], name)['up']]
+    raised = []
     try:
+        for name in down if params['bring_up'] else []:
+            rc, _out, err = module.run_command([ip, 'link', 'set', 'dev', name, 'up'])
+            if rc != 0:
+                module.fail_json(msg=f'could not bring {name} up for the probe: {err.strip()}')
+            raised.append(name)
         heard = listen(params['interfaces'], params['host'], params['cluster'], params['seconds'],
-                       sysfs_root=params['sysfs_root'])
+                       sysfs_root=params['sysfs_root'], linger=params['linger'])
+        links = {name: dict(link_state(params['sysfs_root'], name), brought_up=name in raised)
+                 for name in params['interfaces']}
     except PermissionError as exc:
         module.fail_json(msg=f'a raw packet socket needs root (become: true): {exc}')
     except OSError as exc:
         module.fail_json(msg=f'could not probe the ports: {exc}')
-    module.exit_json(changed=False, neighbors=heard)
+    finally:
+        for name in raised:
+            module.run_command([ip, 'link', 'set', 'dev', name, 'down'])
+
+    def run(argv):
+        program = module.get_bin_path(argv[0], opt_dirs=['/usr/sbin', '/sbin', '/bin', '/usr/bin'])
+        if program is None:
+            return 127, '', f'{argv[0]}: not found on PATH'
+        return module.run_command([program, *argv[1:]], environ_update={'LC_ALL': 'C'})
+
+    pings = ping_all(run, params['pings'], params['ping_timeout_s'])
+    module.exit_json(changed=False, neighbors=heard, links=links, pings=pings)
 
 
 if __name__ == '__main__':

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from ansible.parsing.dataloader import DataLoader
 from ansible.template import Templar, trust_as_template
-from ansible_collections.sparkfold.cluster.plugins.filter.fabric import fabric_plan
+from ansible_collections.sparkfold.cluster.plugins.filter.fabric import fabric_plan, fabric_ring_cabling
 
 TEMPLATES = pathlib.Path(__file__).resolve().parents[3] / "roles" / "fabric" / "templates"
 RAILS = [
@@ -49,10 +49,11 @@ def test_netplan_sets_no_global_renderer_and_optional_rails(renderer):
         assert config["dhcp4"] is False and config["link-local"] == []
 
 
-def link(interface, mtu=9000, addresses=(), up=True):
+def link(interface, mtu=9000, addresses=(), up=True, carrier=True):
     """One interface as `ip -json -details addr show dev IF` prints it (the fields the role reads)."""
     return json.dumps([{
-        "ifname": interface, "flags": ["BROADCAST", "MULTICAST"] + (["UP", "LOWER_UP"] if up else []),
+        "ifname": interface, "flags": ["BROADCAST", "MULTICAST"]
+        + ((["UP", "LOWER_UP"] if carrier else ["NO-CARRIER", "UP"]) if up else []),
         "mtu": mtu, "min_mtu": 68, "max_mtu": 9978, "operstate": "UP" if up else "DOWN",
         "addr_info": [{"family": "inet", "local": a.split("/")[0], "prefixlen": int(a.split("/")[1]),
                        "scope": "global", "label": interface} for a in addresses]
@@ -95,6 +96,50 @@ def test_a_down_link_a_wrong_prefix_and_an_extra_address_are_drift():
         "ip addr del 10.9.9.9/8 dev enP2p1s0f1np1",
     ]
     assert found[1]["message"].endswith("lacks address 192.168.101.2/24 (has: 192.168.101.2/25, 10.9.9.9/8)")
+
+
+def test_a_port_without_a_link_names_its_cable_not_netplan():
+    """A pulled cable: the port is up, NO-CARRIER, and lost its address; netplan apply cannot repair that."""
+    found = drift(link("enp1s0f1np1", carrier=False), link("enP2p1s0f1np1", addresses=["192.168.101.2/24"]))
+    assert found[0] == {
+        "interface": "enp1s0f1np1", "no_link": True,
+        "message": "spark-b: interface enp1s0f1np1 (rail0) has no link (no carrier): the cable to the peers on rail0 "
+                   "is pulled, or the other end is down",
+        "fix": "plug the cable of enp1s0f1np1 (to the peers on rail0) in at both ends, and check that node is up"}
+    plan = fabric_plan(RING_PORTS, 2, topology="ring", ring_cidr="10.10.0.0/16", min_hosts=4)
+    links = [{"rail": plan[0], "link": json.loads(link("enp1s0f0np0", carrier=False))[0]}]
+    ring = yaml.safe_load(render("live_drift.j2", fabric__links=links, fabric_plan_result=plan,
+                                 fabric_ring_order=["spark-a", "spark-b", "spark-c", "spark-d"]))
+    assert ring[0]["message"] == ("spark-b: interface enp1s0f0np0 (port0) has no link (no carrier): the cable to "
+                                  "spark-c port1 is pulled, or the other end is down")
+
+
+HANDLERS = TEMPLATES.parent / "handlers" / "main.yml"
+
+
+def fake_ip(argv, entry):
+    """What iproute2 prints for `ip -json [-4] addr show dev IF`: with -4 only interfaces holding an IPv4 address
+    (and only those addresses), [] for a port without one."""
+    if "-4" in argv:
+        inet = [a for a in entry["addr_info"] if a["family"] == "inet"]
+        return json.dumps([dict(entry, addr_info=inet)] if inet else [])
+    return json.dumps([entry])
+
+
+@pytest.mark.parametrize("addresses, carrier, ready", [(["192.168.100.2/24"], True, True), ([], False, False)])
+def test_the_address_wait_reads_a_port_without_an_address(addresses, carrier, ready):
+    """After netplan apply a port whose cable is pulled has no IPv4 address: the wait goes on (then gives up and
+    the role names the cable), it does not crash with "No first item, sequence was empty"."""
+    handler = next(h for h in yaml.safe_load(HANDLERS.read_text()) if h["name"] == "Wait For Fabric Addresses")
+    rail = PLAN[0]
+    templar = Templar(loader=DataLoader(), variables={"item": rail})
+    argv = templar.template(trust_as_template(handler["ansible.builtin.command"])).split()
+    entry = json.loads(link(rail["interface"], addresses=addresses, carrier=carrier))[0]
+    for attempts, done in ((1, ready), (30, True)):
+        variables = {"item": rail, "_fabric_addr": {"stdout": fake_ip(argv, entry), "attempts": attempts}}
+        until = Templar(loader=DataLoader(), variables=variables).template(
+            trust_as_template("{{ " + handler["until"] + " }}"))
+        assert until is done or str(until) == str(done)
 
 
 def test_a_missing_interface_is_left_to_the_input_checks():
@@ -168,14 +213,17 @@ def test_live_links_are_the_plan_interfaces_present_in_plan_order_whatever_ip_or
 
 
 def test_an_interface_that_cannot_carry_the_mtu_is_an_input_problem():
-    collect = task("plan.yml", "Collect missing interfaces and those that cannot carry the fabric MTU")
+    collect = task("plan.yml",
+                   "Collect missing interfaces, those that cannot carry the fabric MTU and rails without a link")
     small = json.loads(link("enp1s0f1np1", addresses=["192.168.100.2/24"]))[0] | {"max_mtu": 1500}
     no_limit = {k: v for k, v in json.loads(link("enP2p1s0f1np1"))[0].items() if k != "max_mtu"}
     variables = {"fabric_live_links": [small, no_limit], "fabric_mtu": 9000, "fabric_plan_result": PLAN,
-                 "fabric_unaddressed_result": [],
+                 "fabric_unaddressed_result": [], "fabric_live_drift": [], "fabric_topology": "pair",
+                 "fabric_lab": True,
                  "ansible_facts": {"sparkfold_roce": {"netdevs": {"enp1s0f1np1": {}, "enP2p1s0f1np1": {}}}},
                  "fabric_read": {"files": {"/etc/ssh/ssh_host_ed25519_key.pub": {"exists": True, "type": "file"}}}}
     variables["_fabric_mtu_problems"] = evaluate(collect["vars"]["_fabric_mtu_problems"], **variables)
+    variables["_fabric_gid_problems"] = []
     assert evaluate(collect["ansible.builtin.set_fact"]["fabric_input_problems"], **variables) == [
         "spark-b: interface enp1s0f1np1 carries at most MTU 1500, fabric_mtu is 9000"]
     variables["fabric_read"]["files"]["/etc/ssh/ssh_host_ed25519_key.pub"] = {"exists": False, "type": "absent"}
@@ -184,6 +232,14 @@ def test_an_interface_that_cannot_carry_the_mtu_is_an_input_problem():
     assert evaluate(collect["ansible.builtin.set_fact"]["fabric_input_problems"], **variables) == [
         "spark-b: /etc/ssh/ssh_host_ed25519_key.pub does not exist (the ed25519 host key of sshd, which the peers"
         " pin for the fabric addresses; ssh-keygen -A makes it)"]
+    # a rail without a link stops the play before netplan apply (a pair); a ring's cable check names it instead
+    variables["fabric_read"]["files"]["/etc/ssh/ssh_host_ed25519_key.pub"] = {"exists": True, "type": "file"}
+    variables["fabric_live_drift"] = drift(link("enp1s0f1np1", carrier=False), link("enP2p1s0f1np1"))
+    assert evaluate(collect["ansible.builtin.set_fact"]["fabric_input_problems"], **variables) == [
+        "spark-b: interface enp1s0f1np1 (rail0) has no link (no carrier): the cable to the peers on rail0 is pulled,"
+        " or the other end is down"]
+    variables["fabric_topology"] = "ring"
+    assert evaluate(collect["ansible.builtin.set_fact"]["fabric_input_problems"], **variables) == []
 
 
 def test_a_ring_bootstraps_on_the_first_interface_in_ip_order_holding_the_management_ipv4():
@@ -302,3 +358,87 @@ def test_a_peer_without_a_key_yet_is_not_authorised_and_pins_carry_the_peer_host
     assert evaluate(role_var("fabric_ssh_pins"), **variables) == [
         {"peer": "spark-a", "address": "192.168.100.1", "hostkey": HOSTKEY},
         {"peer": "spark-a", "address": "192.168.101.1", "hostkey": HOSTKEY}]
+
+
+def test_on_real_sparks_every_run_a_rail_holding_its_address_holds_its_roce_gid():
+    collect = task("plan.yml",
+                   "Collect missing interfaces, those that cannot carry the fabric MTU and rails without a link")
+    gids = {"192.168.100.2": {"index": 3, "device": "rocep1s0f1"},
+            "192.168.101.2": {"index": 3, "device": "rocep1s0f1"}}
+    variables = {"fabric_plan_result": PLAN, "fabric_live_drift": [],
+                 "ansible_facts": {"sparkfold_roce": {"netdevs": {"enp1s0f1np1": {}, "enP2p1s0f1np1": {}},
+                                                      "ipv4_gids": gids}}}
+    # rail1's address sits on the other twin's RDMA device (or mlx5_ib did not make the GID): refused
+    assert evaluate(collect["vars"]["_fabric_gid_problems"], **variables) == [
+        "spark-b: no RoCE v2 GID carries 192.168.101.2 on roceP2p1s0f1 (enP2p1s0f1np1): NCCL and the engine cannot"
+        " use this rail; is mlx5_ib loaded (rdma link), and is rdma_device right in fabric_rails?"]
+    gids["192.168.101.2"]["device"] = "roceP2p1s0f1"
+    assert evaluate(collect["vars"]["_fabric_gid_problems"], **variables) == []
+    # a rail still without its address (a first install) is netplan's to fix first
+    del gids["192.168.101.2"]
+    variables["fabric_live_drift"] = [{"interface": "enP2p1s0f1np1", "message": "lacks address"}]
+    assert evaluate(collect["vars"]["_fabric_gid_problems"], **variables) == []
+
+
+# --- the ring's cable check (cables.yml), on what fabric_neighbors returned ----------------------------------
+
+RING_HOSTS = ["spark-a", "spark-b", "spark-c", "spark-d"]
+
+
+def test_the_cable_check_refuses_a_pulled_cable_one_line_each_naming_it():
+    stop = task("cables.yml", "Stop on a mis-cabled ring, saying which port faces which and the fewest cable moves")
+    plans = {h: fabric_plan(RING_PORTS, i + 1, topology="ring", ring_cidr="10.10.0.0/16", min_hosts=4)
+             for i, h in enumerate(RING_HOSTS)}
+    seen = {}
+    for i, host in enumerate(RING_HOSTS):
+        nxt, prev = RING_HOSTS[(i + 1) % 4], RING_HOSTS[i - 1]
+        seen[host] = {"neighbors": {"enp1s0f0np0": [{"host": nxt, "interface": "enp1s0f1np1"}],
+                                    "enp1s0f1np1": [{"host": prev, "interface": "enp1s0f0np0"}]},
+                      "links": {"enp1s0f0np0": {"carrier": True}, "enp1s0f1np1": {"carrier": True}}}
+    # the cable from spark-c port0 to spark-d port1 is pulled: no link at either end, nothing heard
+    seen["spark-c"]["neighbors"]["enp1s0f0np0"] = []
+    seen["spark-c"]["links"]["enp1s0f0np0"]["carrier"] = False
+    seen["spark-d"]["neighbors"]["enp1s0f1np1"] = []
+    seen["spark-d"]["links"]["enp1s0f1np1"]["carrier"] = False
+    variables = {"fabric_ring_order": RING_HOSTS,
+                 "hostvars": {h: {"fabric_plan_result": plans[h], "fabric_ring_seen": seen[h]} for h in RING_HOSTS}}
+    for name in ("_ring", "_seen", "_carrier"):
+        variables[name] = evaluate(stop["vars"][name], **variables)
+    assert variables["_carrier"]["spark-c"] == {"enp1s0f0np0": False, "enp1s0f1np1": True}
+    # the collection's filter, called as the task calls it (this Templar loads no collection filters)
+    assert stop["vars"]["_lines"] == "{{ _seen | sparkfold.cluster.fabric_ring_cabling(_ring, _carrier) }}"
+    variables["_lines"] = fabric_ring_cabling(variables["_seen"], variables["_ring"], variables["_carrier"])
+    variables["_newline"] = "\n"
+    message = evaluate(stop["ansible.builtin.fail"]["msg"], **variables).splitlines()
+    assert message[0] == "The ring is mis-cabled:"
+    assert message[1] == ("spark-c port0 (enp1s0f0np0) has no link (no carrier): its cable to spark-d port1 "
+                          "(enp1s0f1np1) is pulled, or the other end is down")
+    assert ("  plug: a cable between spark-c port0 (enp1s0f0np0) and spark-d port1 (enp1s0f1np1)  (no link at either "
+            "end: the cable is pulled)") in message
+    # a well cabled ring: no line, the task is skipped
+    seen["spark-c"]["neighbors"]["enp1s0f0np0"] = [{"host": "spark-d", "interface": "enp1s0f1np1"}]
+    seen["spark-d"]["neighbors"]["enp1s0f1np1"] = [{"host": "spark-c", "interface": "enp1s0f0np0"}]
+    variables["_seen"] = evaluate(stop["vars"]["_seen"], **variables)
+    assert fabric_ring_cabling(variables["_seen"], variables["_ring"], variables["_carrier"]) == []
+
+
+def test_the_cable_check_pings_only_on_a_converged_ring_and_judges_each_ping():
+    probe = task("cables.yml", "Learn which node faces each ring port (and ping each neighbour when the rails match "
+                               "the plan)")
+    hostvars = {h: {"fabric_live_drift": []} for h in RING_HOSTS}
+    variables = {"ansible_play_hosts": RING_HOSTS, "hostvars": hostvars}
+    assert evaluate(probe["vars"]["fabric__converged"], **variables) is True
+    hostvars["spark-c"]["fabric_live_drift"] = [{"interface": "enp1s0f0np0", "message": "lacks address"}]
+    assert evaluate(probe["vars"]["fabric__converged"], **variables) is False
+    links = [{"peer": "spark-c", "interface": "enp1s0f0np0", "address": "10.10.2.3", "mtu": 9000}]
+    assert evaluate(probe["vars"]["fabric__pings"], fabric_links_result=links) == [
+        {"interface": "enp1s0f0np0", "address": "10.10.2.3", "size": 8972, "peer": "spark-c"}]
+    judge = task("cables.yml", "Judge the jumbo pings to the neighbours")
+    pings = [{"interface": "enp1s0f0np0", "address": "10.10.2.3", "size": 8972, "peer": "spark-c", "ok": False,
+              "detail": "1 packets transmitted, 0 received, 100% packet loss"},
+             {"interface": "enp1s0f1np1", "address": "10.10.1.1", "size": 8972, "peer": "spark-a", "ok": True,
+              "detail": ""}]
+    assert evaluate(judge["ansible.builtin.set_fact"]["fabric_reach_problems"],
+                    fabric_ring_seen={"pings": pings}) == [
+        "spark-b: jumbo ping (MTU 9000, don't fragment) to spark-c via enp1s0f0np0 failed: 1 packets transmitted, "
+        "0 received, 100% packet loss"]

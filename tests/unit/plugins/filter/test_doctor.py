@@ -205,6 +205,7 @@ def test_the_role_falls_back_to_the_defaults_of_the_roles_it_mirrors():
     mirrored = {
         "doctor_fabric_mtu": ("fabric_mtu", fabric),
         "doctor_expected_speed_mbps": ("fabric_expected_speed_mbps", fabric),
+        "doctor_neighbor_listen_s": ("fabric_neighbor_listen_s", fabric),
         "doctor_driver_branch": ("cuda_driver_branch", cuda), "doctor_nccl_package": ("cuda_nccl_package", cuda),
         "doctor_nccl_min_version_aarch64": ("cuda_nccl_min_version_aarch64", cuda),
     }
@@ -223,3 +224,55 @@ def test_pings_pair_the_rails_by_name_at_the_full_mtu():
     ]
     with pytest.raises(AnsibleFilterError, match="spark-b has no rail rail1"):
         doctor_pings(RAILS, {"spark-b": peer[1:]})
+
+
+def ring_expect(cables, host="spark-b"):
+    from ansible_collections.sparkfold.cluster.plugins.filter.fabric import fabric_plan
+    ports = [{"name": "port0", "interface": "enp1s0f0np0", "rdma_device": "rocep1s0f0"},
+             {"name": "port1", "interface": "enp1s0f1np1", "rdma_device": "rocep1s0f1"}]
+    hosts = ["spark-a", "spark-b", "spark-c", "spark-d"]
+    plans = {h: fabric_plan(ports, i + 1, topology="ring", ring_cidr="10.10.0.0/16", min_hosts=4)
+             for i, h in enumerate(hosts)}
+    return expect(host=host, rank=1, lab=True, rails=plans[host], cables=cables,
+                  peer_plans={h: plans[h] for h in hosts if h != host})
+
+
+def on(host, interface):
+    return [{"host": host, "interface": interface}]
+
+
+def ring_probe(port0, port1, carrier0=True, carrier1=True):
+    return {"neighbors": {"enp1s0f0np0": port0, "enp1s0f1np1": port1},
+            "links": {"enp1s0f0np0": {"carrier": carrier0}, "enp1s0f1np1": {"carrier": carrier1}}}
+
+
+def test_the_cable_rows_name_who_faces_each_port_and_the_command_that_checks_them():
+    good = ring_probe(on("spark-c", "enp1s0f1np1"), on("spark-a", "enp1s0f0np0"))
+    report = doctor_report(healthy_facts(), ring_expect(good))
+    assert row(report, "port0 enp1s0f0np0 cable")["state"] == "ok"
+    assert row(report, "port0 enp1s0f0np0 cable")["seen"] == "faces spark-c port1 (enp1s0f1np1)"
+    # spark-b's two cables in each other's port (scripts/lab miscable swap)
+    swapped = ring_probe(on("spark-a", "enp1s0f0np0"), on("spark-c", "enp1s0f1np1"))
+    cable = row(doctor_report(healthy_facts(), ring_expect(swapped)), "port0 enp1s0f0np0 cable")
+    assert cable["state"] == "FAIL" and cable["seen"] == "faces spark-a enp1s0f0np0"
+    assert cable["want"] == "faces spark-c port1 (enp1s0f1np1)"
+    assert cable["advice"].startswith(
+        "the cable in spark-b port0 (enp1s0f0np0) must go to spark-c port1 (enp1s0f1np1); "
+        "ansible-playbook -i inventory/example playbooks/fabric.yml checks every cable")
+    pulled = ring_probe([], on("spark-a", "enp1s0f0np0"), carrier0=False)
+    assert row(doctor_report(healthy_facts(), ring_expect(pulled)), "port0 enp1s0f0np0 cable")["seen"] == \
+        "no link (no carrier): the cable is pulled, or the other end is down"
+    loop = ring_probe(on("spark-b", "enp1s0f1np1"), on("spark-b", "enp1s0f0np0"))
+    assert row(doctor_report(healthy_facts(), ring_expect(loop)), "port1 enp1s0f1np1 cable")["seen"] == \
+        "faces its own port enp1s0f0np0 (a loop on one node)"
+    failed = doctor_report(healthy_facts(), ring_expect({"failed": True, "msg": "a raw packet socket needs root"}))
+    assert row(failed, "cables")["seen"] == "the cable probe failed: a raw packet socket needs root"
+
+
+def test_a_failed_ping_points_at_the_cable_rows_and_a_command_that_checks_them():
+    facts = healthy_facts()
+    facts["pings"][0].update(ok=False, detail="100% packet loss")
+    advice = row(doctor_report(facts, expect()), "ping spark-b via enp1s0f1np1")["advice"]
+    assert "repairs the plan" not in advice
+    assert "see the cable row of enp1s0f1np1 (who it faces)" in advice
+    assert "playbooks/fabric.yml checks the cables and links on every run" in advice

@@ -109,7 +109,7 @@ def test_a_well_cabled_ring_has_no_problem():
 
 def test_swapped_cables_on_one_node_are_named_with_the_fix():
     observed = good_observation()
-    # spark-b's two cables sit in each other's port: what `scripts/lab miscable` makes.
+    # spark-b's two cables sit in each other's port: what `scripts/lab miscable swap` makes.
     observed['spark-a']['enp1s0f0np0'] = seen('spark-b', 'enp1s0f0np0')
     observed['spark-b'] = {'enp1s0f0np0': seen('spark-a', 'enp1s0f0np0'),
                            'enp1s0f1np1': seen('spark-c', 'enp1s0f1np1')}
@@ -117,9 +117,13 @@ def test_swapped_cables_on_one_node_are_named_with_the_fix():
     problems = fabric_ring_cabling(observed, RING)
     assert problems[0] == ('spark-a port0 (enp1s0f0np0) faces spark-b port0 (enp1s0f0np0); '
                            'the ring wants spark-b port1 (enp1s0f1np1)')
-    assert 'spark-b: its two cables are in each other\'s port: swap them' in problems
-    assert problems[-1].startswith('cable the ring as: spark-a port0 -> spark-b port1; spark-b port0 -> spark-c port1')
-    assert len(problems) == 6
+    assert "  (spark-b: its two cables are in each other's port: swap them)" in problems
+    assert [line for line in problems if line.startswith('  move: ')] == [
+        '  move: spark-b port0 (enp1s0f0np0) -> spark-b port1 (enp1s0f1np1)  (the cable whose other end is in '
+        'spark-a port0)',
+        '  move: spark-b port1 (enp1s0f1np1) -> spark-b port0 (enp1s0f0np0)  (the cable whose other end is in '
+        'spark-c port1)']
+    assert problems[-1].startswith('  (the ring: spark-a port0 -> spark-b port1; spark-b port0 -> spark-c port1')
 
 
 def test_a_diagonal_and_a_silent_port_are_explained():
@@ -129,8 +133,27 @@ def test_a_diagonal_and_a_silent_port_are_explained():
     problems = fabric_ring_cabling(observed, RING)
     assert problems[0] == ('spark-a port0 (enp1s0f0np0) faces spark-c port1 (enp1s0f1np1); '
                            'the ring wants spark-b port1 (enp1s0f1np1)')
-    assert problems[1].startswith('spark-d port1 (enp1s0f1np1) hears no neighbour')
+    assert 'spark-d port1 (enp1s0f1np1) hears nobody, though spark-c port0 (enp1s0f0np0) hears it: the cable ' \
+        'between them carries one direction only (a bad cable or transceiver: reseat or replace it)' in problems
     assert not any('swap them' in p for p in problems)
+
+
+def test_the_lab_refusal_is_one_message_a_line():
+    """The role joins the lines with newlines: every move on a line of its own."""
+    observed = good_observation()
+    observed['spark-d']['enp1s0f0np0'] = []
+    observed['spark-a']['enp1s0f1np1'] = []
+    lines = fabric_ring_cabling(observed, RING, {'spark-d': {'enp1s0f0np0': False}, 'spark-a': {'enp1s0f1np1': False}})
+    assert all('\n' not in line and ';' not in line.split('(the ring:')[0] for line in lines)
+    assert '  plug: a cable between spark-d port0 (enp1s0f0np0) and spark-a port1 (enp1s0f1np1)  (no link at either ' \
+        'end: the cable is pulled)' in lines
+
+
+def test_bad_ring_descriptions_are_refused():
+    with pytest.raises(AnsibleFilterError, match='at least 3 nodes'):
+        fabric_ring_cabling({}, RING[:2])
+    with pytest.raises(AnsibleFilterError, match='spark-a is twice'):
+        fabric_ring_cabling({}, [RING[0], RING[0], RING[1]])
 
 
 def test_weights_relay_along_the_ring_and_come_from_the_head_otherwise():
