@@ -159,4 +159,5 @@ def test_a_branch_pin_goes_to_the_hub_unless_its_record_holds_it(record, follow)
 
 def test_a_full_commit_pin_is_never_held_elsewhere():
     (state,) = weights_store_state([kit(PIN)], files(kit=kit_record(OTHER) | {'revision': 'main'}), RECORD, 'manifest')
-    assert (state['held'], state['revision'], state['why']) == (False, PIN, f'/opt/kit holds org/kit@{OTHER}, not org/kit@{PIN}')
+    assert (state['held'], state['revision'], state['why']) == (
+        False, PIN, f'/opt/kit holds org/kit@{OTHER}, not org/kit@{PIN}')
