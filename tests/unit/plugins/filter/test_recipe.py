@@ -510,3 +510,17 @@ def test_ring_recipe_follows_start_tp4_sh():
     assert '/opt/nccl/libnccl.so.2.30.7:' + overlay['target'] + ':ro' in run
     assert run[-4:] == ['img:1', '-u', '/opt/dsv41/boot.py', 'run'] and '--privileged' in run
     assert run[run.index('--entrypoint') + 1] == 'python3'
+
+
+def test_the_vllm_recipe_mounts_the_slim_engram_folder_it_makes():
+    # MiaAI's start.sh mounts the folder prepare_engram_src.py builds, never the raw download (issue 25 A2).
+    r = load(VLLM)
+    assert r['engram']['slim'] is True
+    mounts = {m['dest']: m['src'] for m in r['container']['mounts']}
+    assert mounts['/engram-src'] == '{engram_src_dir}'
+    assert recipe_problems(r) == []
+    r['engram']['slim'] = False
+    assert ('{engram_src_dir} names the slim Engram folder, which only a recipe with engram.slim: true makes: set '
+            'engram.slim: true, or use {engram_dir}') in recipe_problems(r)
+    r['engram']['slim'] = 'yes'
+    assert "engram.slim must be true or false, got 'yes'" in recipe_problems(r)
