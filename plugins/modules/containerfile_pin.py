@@ -153,7 +153,7 @@ def plan(text, base, digest):
         keyword = words[0].upper()
         if keyword == "ARG" and not seen_from:
             for word in words[1:]:
-                name, _, default = word.partition("=")
+                name, _sep, default = word.partition("=")
                 global_args[name] = default.strip("\"'")
             continue
         if keyword != "FROM":
