@@ -58,6 +58,7 @@ PLACEHOLDERS = {
     'token_map': "the Engram token map (inputs_dir/<token_map>)",
     'kit_dir': 'the verified kernel kit',
     'engram_dir': 'the Engram tables on local disk',
+    'engram_src_dir': 'the slim Engram folder (engram.slim: shards 47/48 linked, an index of the embed tables only)',
     'prefix': "the engine's current build",
     'python': 'a Python for the input tools',
     'rank': "this node's rank",
@@ -247,6 +248,12 @@ def recipe_problems(recipe):
     if unknown:
         names = ', '.join('{' + u + '}' for u in unknown)
         problems.append(f'launch, inputs or kit.verify name unknown placeholders: {names}')
+    slim = (recipe.get('engram') or {}).get('slim', False)
+    if not isinstance(slim, bool):
+        problems.append(f'engram.slim must be true or false, got {slim!r}')
+    elif 'engram_src_dir' in _placeholders(templates) and not slim:
+        problems.append('{engram_src_dir} names the slim Engram folder, which only a recipe with engram.slim: true '
+                        'makes: set engram.slim: true, or use {engram_dir}')
     return problems
 
 
@@ -471,6 +478,8 @@ OPTIONAL = {
 # kit, no per-node inputs, no Engram download): filled in only when the recipe has the section.
 OPTIONAL_IN_SECTION = {
     'inputs.python_packages': [],
+    # The vLLM overlay mounts a slim Engram folder (MiaAI prepare_engram_src.py); the raw download otherwise.
+    'engram.slim': False,
     'engine.tree_files': [],
     'container.image.digest': '',
     'container.image.build.context': '/',

@@ -20,6 +20,11 @@ pin_var, require_index, and tokenizer for the model. Its state adds:
 - ``verified``: store_verify's result when it ran; ``complete``: proved complete at ``pin``;
 - ``offline``: complete at the revision itself, so no Hub was asked;
 - ``branch``: the revision is a branch or tag (not a full commit), which only the Hub resolves;
+- ``requested``: the revision the recipe gives (recorded with the download);
+- ``held``: the revision is a branch or tag that the store's record says it was resolved from at its
+  first install: the store is held at that recorded commit (``revision`` is then that commit), so the
+  run needs no Hub and an upstream change of the branch does not change the deployment until the
+  branch is followed (``follow_branches``) or the recipe pins another commit;
 - ``commit``: the commit passed on ('' until known; the revision when offline).
 """
 
@@ -95,19 +100,34 @@ def _record(store, files, record_file):
     return record
 
 
-def weights_store_state(stores, files, record_file, verify):
-    """Each store's state from its record alone (read_files' ``files``), at its revision."""
+def _held_commit(store, record, pinnable):
+    """The commit a branch or tag pin is held at: the one its record says that revision resolved to ('' if none)."""
+    requested = store['revision']
+    if FULL_COMMIT.match(requested or '') or not pinnable or record.get('revision') != requested:
+        return ''
+    commit = record.get('commit') or ''
+    return commit if FULL_COMMIT.match(commit) else ''
+
+
+def weights_store_state(stores, files, record_file, verify, follow_branches=False):
+    """Each store's state from its record alone (read_files' ``files``), at its revision.
+
+    A branch or tag pin whose record says the store was resolved from that same revision is held at the
+    recorded commit unless ``follow_branches``: the run then needs no Hub, and the branch moving upstream
+    changes nothing until it is followed on purpose."""
     if not isinstance(stores, list) or not isinstance(files, dict):
         raise AnsibleFilterError('weights_store_state: give the stores (a list) and read_files\' files (a dict)')
     states = []
     for store in stores:
         record = _record(store, files, record_file)
-        pin = store['revision']
-        why = _why(store, record, pin)
         pinnable = (bool(record) and record.get('repo_id') == store['repo_id']
                     and record.get('selection') == store['selection'] and _tokenizer_why(store, record) == '')
+        held = '' if follow_branches else _held_commit(store, record, pinnable)
+        pin = held or store['revision']
+        why = _why(store, record, pin)
         states.append(dict(
-            store, record=record, pin=pin, why=why, why_hub=why, commit='', complete=False, offline=False,
+            store, revision=pin, requested=store['revision'], held=bool(held),
+            record=record, pin=pin, why=why, why_hub=why, commit='', complete=False, offline=False,
             branch=not FULL_COMMIT.match(pin or ''),
             verified=None, pinnable=pinnable, check=_check(store, record, pin, verify),
         ))

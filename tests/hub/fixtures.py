@@ -352,11 +352,16 @@ def _original_files() -> dict:
     for i in range(1, 49):
         weight_map[f"model.layers.{i}.mlp.experts.weight"] = f"model-{i:05d}-of-00048.safetensors"
     files = {"config.json": _json(BASE_CONFIG)}
+    # The Engram tables are layers 1 and 14's n-gram embeddings, an FP8 weight and its scale, in shards 47 and
+    # 48 (MiaAI-Lab/DeepSeek-v4.1-Flash-EXL3-2x-DGX-Sparks scripts/prepare_engram_src.py
+    # @c08f50f2ef59233816fd0f4f26d112653e0ae23a keeps the names ending .engram.embed.weight and .engram.embed.scale).
     for layer, shard in ((1, 47), (14, 48)):
-        name = f"model.layers.{layer}.engram.table"
-        weight_map[name] = f"model-{shard:05d}-of-00048.safetensors"
-        files[f"model-{shard:05d}-of-00048.safetensors"] = safetensors_file(
-            [(name, "F8_E4M3", [64, 64], _stream(f"engram-{shard}", 4096))])
+        prefix = f"model.layers.{layer}.engram.embed"
+        name = f"model-{shard:05d}-of-00048.safetensors"
+        weight_map[f"{prefix}.weight"] = weight_map[f"{prefix}.scale"] = name
+        files[name] = safetensors_file(
+            [(f"{prefix}.weight", "F8_E4M3", [64, 64], _stream(f"engram-{shard}", 4096)),
+             (f"{prefix}.scale", "F32", [64, 1], _stream(f"engram-scale-{shard}", 256))])
     files["model.safetensors.index.json"] = _json({"metadata": {"total_size": 48 * 4096}, "weight_map": weight_map})
     return files
 

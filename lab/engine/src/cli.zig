@@ -115,6 +115,11 @@ pub fn parseServe(arena: Allocator, args: []const []const u8) Allocator.Error!Se
         } else if (std.mem.eql(u8, flag, "--backend")) {
             s.backend = std.meta.stringToEnum(Backend, value) orelse
                 return .{ .bad = try std.fmt.allocPrint(arena, "argument --backend: invalid choice: '{s}' (choose from auto, mlx, cuda, rocm)", .{value}) };
+            // CLI (ashhart/TensorFold zig/src/server/cli.zig @15f9fddab6dcaa5e6c091e1e62a3ad738d0ce6f1): the flag's
+            // choices are auto, mlx, cuda, rocm, but a Linux CUDA build honours only `backend_values` auto and cuda
+            // (`native_values`), and refuses the others with these words.
+            if (s.backend == .mlx or s.backend == .rocm)
+                return .{ .bad = try std.fmt.allocPrint(arena, "--backend {s} is not served by the native engine; the Python engine 0.6.6 serves it: python -m pip install git+https://github.com/ashhart/TensorFold.git@v0.6.6", .{value}) };
         }
     }
     if (unrecognized.items.len > 0) {
@@ -273,6 +278,7 @@ test "serve: the native server's flags, both spellings" {
 test "serve: refusals worded as argparse words them" {
     try testing.expectEqualStrings("unrecognized arguments: --foo 1 --bar=2", (try serve(&.{ "/m", "--foo", "1", "--bar=2" })).bad);
     try testing.expectEqualStrings("argument --backend: invalid choice: 'bogus' (choose from auto, mlx, cuda, rocm)", (try serve(&.{ "/m", "--backend", "bogus" })).bad);
+    try testing.expect(std.mem.startsWith(u8, (try serve(&.{ "/m", "--backend", "rocm" })).bad, "--backend rocm is not served by the native engine"));
     try testing.expectEqualStrings("argument --port: expected one argument", (try serve(&.{ "/m", "--port" })).bad);
     try testing.expectEqualStrings("argument --port: invalid int value: 'x'", (try serve(&.{ "/m", "--port", "x" })).bad);
     try testing.expectEqualStrings("argument --no-drafts: ignored explicit argument '1'", (try serve(&.{ "/m", "--no-drafts=1" })).bad);

@@ -135,6 +135,52 @@ pub fn checkEngram(io: Io, what: []const u8, path: []const u8) void {
     }
 }
 
+/// The vLLM overlay's Engram folder (--hf-overrides engram_table_dir) is read through its
+/// model.safetensors.index.json, so every shard that index names must be in the folder. MiaAI's start.sh never
+/// mounts the raw download, whose index names all 48 shards: it mounts the slim folder prepare_engram_src.py
+/// builds (MiaAI-Lab/DeepSeek-v4.1-Flash-EXL3-2x-DGX-Sparks scripts/prepare_engram_src.py
+/// @c08f50f2ef59233816fd0f4f26d112653e0ae23a: shards 47 and 48 hard-linked, a weight_map of only the
+/// *.engram.embed.{weight,scale} tensors). The lab's words: the overlay's own error is not published.
+pub fn checkEngramIndex(io: Io, arena: Allocator, what: []const u8, path: []const u8) void {
+    const index = std.fs.path.join(arena, &.{ path, "model.safetensors.index.json" }) catch refuse("out of memory", .{});
+    const text = Io.Dir.cwd().readFileAlloc(io, index, arena, .limited(64 << 20)) catch |err|
+        refuse("{s} {s} cannot be read: {t}", .{ what, index, err });
+    const parsed = std.json.parseFromSliceLeaky(std.json.Value, arena, text, .{}) catch |err|
+        refuse("{s} {s} is not valid JSON: {t}", .{ what, index, err });
+    const map = switch (parsed) {
+        .object => |o| switch (o.get("weight_map") orelse refuse("{s} {s} has no weight_map", .{ what, index })) {
+            .object => |m| m,
+            else => refuse("{s} {s}: weight_map is not an object", .{ what, index }),
+        },
+        else => refuse("{s} {s} is not a JSON object", .{ what, index }),
+    };
+    var dir = openDir(io, what, path, false);
+    defer dir.close(io);
+    var seen: std.StringArrayHashMapUnmanaged(void) = .empty;
+    var absent: usize = 0;
+    var first: []const u8 = "";
+    var it = map.iterator();
+    while (it.next()) |entry| {
+        const shard = switch (entry.value_ptr.*) {
+            .string => |s| s,
+            else => refuse("{s} {s}: weight_map entry {s} is not a file name", .{ what, index, entry.key_ptr.* }),
+        };
+        const gop = seen.getOrPut(arena, shard) catch refuse("out of memory", .{});
+        if (gop.found_existing) continue;
+        const st = dir.statFile(io, shard, .{}) catch null;
+        if (st == null or st.?.kind != .file) {
+            if (absent == 0) first = shard;
+            absent += 1;
+        }
+    }
+    if (absent > 0) refuse(
+        "{s} {s}: model.safetensors.index.json names {d} of {d} shards that are not in the folder (first: {s}); " ++
+            "mount the slim Engram folder (shards 47 and 48 and an index of the embed tables only, as " ++
+            "prepare_engram_src.py builds it), not the raw download",
+        .{ what, path, absent, seen.count(), first },
+    );
+}
+
 /// The token map (TF_DS_TOKEN_MAP, --token-map): the JSON make_token_map.py writes. Returns its vocab_size.
 pub fn checkTokenMap(io: Io, arena: Allocator, what: []const u8, path: []const u8) u64 {
     const text = Io.Dir.cwd().readFileAlloc(io, path, arena, .limited(256 << 20)) catch |err|

@@ -200,7 +200,10 @@ pub fn main(init: std.process.Init) !u8 {
             else => pyError("ValueError", "--hf-overrides must be a JSON object, got {s}", .{text}),
         };
         if (obj.get("engram_table_dir")) |dir| switch (dir) {
-            .string => |s| inputs.checkEngram(io, "--hf-overrides engram_table_dir", s),
+            .string => |s| {
+                inputs.checkEngram(io, "--hf-overrides engram_table_dir", s);
+                inputs.checkEngramIndex(io, arena, "--hf-overrides engram_table_dir", s);
+            },
             else => pyError("ValueError", "--hf-overrides engram_table_dir must be a path, got {s}", .{text}),
         };
     }

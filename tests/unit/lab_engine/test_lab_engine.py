@@ -203,6 +203,9 @@ def test_node_inputs_makes_the_rank_cache_and_the_token_map(engine_bin, tmp_path
     (["--foo"], "unrecognized arguments: --foo"),
     (["--foo=1", "stray"], "unrecognized arguments: --foo=1 stray"),
     (["--backend", "bogus"], "argument --backend: invalid choice: 'bogus' (choose from auto, mlx, cuda, rocm)"),
+    # a Linux CUDA build serves auto and cuda only (CLI: native_values backend_values; issue 25 C)
+    (["--backend", "rocm"], "--backend rocm is not served by the native engine; the Python engine 0.6.6 serves it"),
+    (["--backend", "mlx"], "--backend mlx is not served by the native engine; the Python engine 0.6.6 serves it"),
     (["--port", "x"], "argument --port: invalid int value: 'x'"),
     (["--no-drafts=1"], "argument --no-drafts: ignored explicit argument '1'"),
     (["--max-tokens"], "argument --max-tokens: expected one argument"),

@@ -177,3 +177,31 @@ def test_bad_inputs_and_a_pool_too_small(bins, inputs, tmp_path):
     refused(done, "ValueError: To serve at least one request with the model's max seq len (700000), (2.26 GiB KV "
                   "cache is needed, which is larger than the available KV cache memory (2.00 GiB). Based on the "
                   "available memory, the estimated maximum model length is 619584.", 1)
+
+
+def test_an_engram_folder_whose_index_names_absent_shards_is_refused(bins, inputs, tmp_path):
+    # The raw download of deepseek-ai/DeepSeek-V4.1-Flash's Engram files (the lab Hub's real-format copy): config.json,
+    # shards 47 and 48 and the index of all 48 shards. MiaAI's start.sh mounts the slim folder instead (issue 25 A2).
+    from tests.hub import fixtures
+
+    model, slim = inputs
+    raw = tmp_path / "engram-download"
+    raw.mkdir()
+    for name, data in fixtures._original_files().items():
+        (raw / name).write_bytes(data)
+    done = run(bins, vllm_args(model, raw, 0, free_port(), free_port()))
+    refused(done, f"--hf-overrides engram_table_dir {raw}: model.safetensors.index.json names 46 of 48 shards that "
+                  "are not in the folder (first: model-00001-of-00048.safetensors); mount the slim Engram folder")
+    # the folder the slim step makes from that download starts
+    from ansible_collections.sparkfold.cluster.plugins.modules.engram_slim import slim_index
+
+    text, _tensors = slim_index(str(raw), ["model-00047-of-00048.safetensors", "model-00048-of-00048.safetensors"],
+                                [".engram.embed.weight", ".engram.embed.scale"])
+    (slim / "model.safetensors.index.json").write_text(text)
+    hport = free_port()
+    head = start(bins, [model, "--port", str(hport), "--host", HOST, "--max-model-len", "4096",
+                        "--hf-overrides", json.dumps({"engram_table_dir": str(slim)})])
+    try:
+        assert wait_until(lambda: healthy(hport), 15), head.stderr.read() if head.poll() is not None else "no /health"
+    finally:
+        stop(head)

@@ -40,7 +40,7 @@ def closed_port_url():
     return f"http://127.0.0.1:{port}"
 
 
-def playbook(tmp_path, endpoint, revision):
+def playbook(tmp_path, endpoint, revision, follow=False):
     store = tmp_path / "store"
     variables = {
         "ansible_python_interpreter": sys.executable,
@@ -68,6 +68,7 @@ def playbook(tmp_path, endpoint, revision):
         "weights_copy_interfaces": [],
         "weights_copy_addresses": ["127.0.0.1"],
         "weights_progress_interval_s": 1,
+        "weights_follow_branches": follow,
     }
     path = tmp_path / "play.yml"
     path.write_text(
@@ -78,8 +79,8 @@ def playbook(tmp_path, endpoint, revision):
     return path
 
 
-def run(tmp_path, endpoint, revision, check=True):
-    result = run_playbook(playbook(tmp_path, endpoint, revision), "localhost,", tmp_path,
+def run(tmp_path, endpoint, revision, check=True, follow=False):
+    result = run_playbook(playbook(tmp_path, endpoint, revision, follow), "localhost,", tmp_path,
                           env={"HF_HOME": str(tmp_path / "hf-home")}, timeout=600)
     if check:
         assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
@@ -161,7 +162,9 @@ def test_tag_pin_is_resolved_once_and_nothing_fetched(converged, hub):
     hub_server = hub
     hub_server.reset()
     result = run(converged, hub_server.url, "v1.0")
-    assert recap(result.stdout)["changed"] == 0
+    # nothing fetched: only the store's record changed, which now says the commit came from the tag v1.0
+    assert recap(result.stdout)["changed"] == 1
+    assert json.loads((converged / "store" / ".sparkfold-weights.json").read_text())["revision"] == "v1.0"
     # hub_revision's lookup of the tag, and no second or third lookup (download, tokenizer) of its commit
     assert revision_lookups(hub_server, fixtures.QUANT) == [f"/api/models/{fixtures.QUANT}/revision/v1.0"]
     assert not [path for _method, path in hub_server.requests if "/resolve/" in path]
@@ -196,3 +199,14 @@ def test_a_failed_repair_leaves_the_store_incomplete_and_the_next_run_repairs_it
     assert json.loads((store / ".sparkfold-weights.json").read_text())["commit"] == fixtures.QUANT_PIN
     again = run(converged, closed_port_url(), fixtures.QUANT_PIN)
     assert recap(again.stdout)["changed"] == 0
+def test_a_tag_pin_is_then_held_at_its_recorded_commit_without_the_hub(converged):
+    # the store's record says v1.0 resolved to QUANT_PIN: the tag is held there, the Hub is not asked (issue 25 A4)
+    result = run(converged, closed_port_url(), "v1.0")
+    assert recap(result.stdout)["changed"] == 0
+    text = " ".join(result.stdout.split())
+    assert f"{fixtures.QUANT}@v1.0 is held at {fixtures.QUANT_PIN}, the commit it resolved to when" in text
+    assert len(re.findall("no Hub access needed", text)) == 2, text[-3000:]
+    # following the tag needs the Hub again
+    result = run(converged, closed_port_url(), "v1.0", check=False, follow=True)
+    assert result.returncode != 0
+    assert "the pin v1.0 is a branch or tag, not a full commit" in " ".join(result.stdout.split())

@@ -333,9 +333,10 @@ def test_container_run_podman_and_docker():
 
 def test_container_run_fills_the_mounts_in():
     r = load(VLLM)
-    cmd = container_run(r['container'], 'n', 'i', '/e', [], values={'model_dir': '/srv/m', 'engram_dir': '/var/e'})
+    # The slim Engram folder (engram.slim) is what the vLLM overlay mounts at /engram-src.
+    cmd = container_run(r['container'], 'n', 'i', '/e', [], values={'model_dir': '/srv/m', 'engram_src_dir': '/var/e'})
     assert '/srv/m:/model:ro' in cmd and '/var/e:/engram-src:ro' in cmd
-    with pytest.raises(AnsibleFilterError, match=re.escape('no value for {engram_dir}')):
+    with pytest.raises(AnsibleFilterError, match=re.escape('no value for {engram_src_dir}')):
         container_run(r['container'], 'n', 'i', '/e', [], values={'model_dir': '/srv/m'})
 
 
@@ -567,3 +568,15 @@ def test_recipe_check_keeps_a_recipe_value_over_the_default():
     checked = recipe_check(recipe)
     assert checked['serve']['streams'] == 2
     assert checked['serve']['window'] == recipe['serve']['context'] * 2
+def test_the_vllm_recipe_mounts_the_slim_engram_folder_it_makes():
+    # MiaAI's start.sh mounts the folder prepare_engram_src.py builds, never the raw download (issue 25 A2).
+    r = load(VLLM)
+    assert r['engram']['slim'] is True
+    mounts = {m['dest']: m['src'] for m in r['container']['mounts']}
+    assert mounts['/engram-src'] == '{engram_src_dir}'
+    assert recipe_problems(r) == []
+    r['engram']['slim'] = False
+    assert ('{engram_src_dir} names the slim Engram folder, which only a recipe with engram.slim: true makes: set '
+            'engram.slim: true, or use {engram_dir}') in recipe_problems(r)
+    r['engram']['slim'] = 'yes'
+    assert "engram.slim must be true or false, got 'yes'" in recipe_problems(r)

@@ -129,3 +129,35 @@ def test_a_complete_store_is_not_touched_by_the_hub():
 
 def test_filters_are_registered():
     assert set(FilterModule().filters()) == {'weights_store_state', 'weights_store_verified', 'weights_store_resolved'}
+
+
+def test_a_branch_pin_is_held_at_the_commit_recorded_at_its_first_install():
+    # The kit's Hub repository publishes no commit: the recipe pins main, the first install records the
+    # commit main resolved to, and later runs hold the store there without the Hub.
+    states = weights_store_state([model(), kit()], files(model=model_record(), kit=kit_record(OTHER) | {
+        'revision': 'main'}), RECORD, 'manifest')
+    kit_state = states[1]
+    assert (kit_state['held'], kit_state['branch'], kit_state['revision'], kit_state['requested']) == (
+        True, False, OTHER, 'main')
+    assert (kit_state['pin'], kit_state['why'], kit_state['check']['commit']) == (OTHER, '', OTHER)
+    kit_state = weights_store_verified(states, {'stores': [{'path': '/opt/kit', 'ok': True}]})[1]
+    assert (kit_state['complete'], kit_state['offline'], kit_state['commit']) == (True, True, OTHER)
+
+
+@pytest.mark.parametrize('record, follow', [
+    (kit_record(OTHER), False),  # a record of an older release names no revision: the Hub resolves main
+    (kit_record(OTHER) | {'revision': 'v1'}, False),  # resolved from another branch or tag
+    (kit_record(OTHER) | {'revision': 'main', 'repo_id': 'org/other'}, False),
+    (kit_record('main') | {'revision': 'main'}, False),  # not a commit
+    (kit_record(OTHER) | {'revision': 'main'}, True),  # weights_follow_branches: ask the Hub where main is now
+])
+def test_a_branch_pin_goes_to_the_hub_unless_its_record_holds_it(record, follow):
+    (state,) = weights_store_state([kit()], files(kit=record), RECORD, 'manifest', follow)
+    assert (state['held'], state['branch'], state['revision'], state['requested']) == (False, True, 'main', 'main')
+    assert state['why'].startswith('the pin main is a branch or tag')
+
+
+def test_a_full_commit_pin_is_never_held_elsewhere():
+    (state,) = weights_store_state([kit(PIN)], files(kit=kit_record(OTHER) | {'revision': 'main'}), RECORD, 'manifest')
+    assert (state['held'], state['revision'], state['why']) == (
+        False, PIN, f'/opt/kit holds org/kit@{OTHER}, not org/kit@{PIN}')
