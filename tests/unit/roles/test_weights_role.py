@@ -199,6 +199,8 @@ def test_a_failed_repair_leaves_the_store_incomplete_and_the_next_run_repairs_it
     assert json.loads((store / ".sparkfold-weights.json").read_text())["commit"] == fixtures.QUANT_PIN
     again = run(converged, closed_port_url(), fixtures.QUANT_PIN)
     assert recap(again.stdout)["changed"] == 0
+
+
 def test_a_tag_pin_is_then_held_at_its_recorded_commit_without_the_hub(converged, hub):
     # the store's record says v1.0 resolved to QUANT_PIN: the tag is held there, the Hub is not asked (issue 25 A4).
     # The record is made here, with the Hub, whatever pin an earlier test of this store left in it.

@@ -568,6 +568,8 @@ def test_recipe_check_keeps_a_recipe_value_over_the_default():
     checked = recipe_check(recipe)
     assert checked['serve']['streams'] == 2
     assert checked['serve']['window'] == recipe['serve']['context'] * 2
+
+
 def test_the_vllm_recipe_mounts_the_slim_engram_folder_it_makes():
     # MiaAI's start.sh mounts the folder prepare_engram_src.py builds, never the raw download (issue 25 A2).
     r = load(VLLM)

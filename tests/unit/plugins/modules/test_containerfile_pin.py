@@ -66,22 +66,22 @@ def test_the_published_dockerfiles_build_on_the_digest_after_the_pin(run, tmp_pa
     path = _file(tmp_path, text, 0o640)
     # what the build-arg left: the FROM line names the moving tag
     assert f"FROM {base}\n" in path.read_text() and "ARG BASE" not in path.read_text()
-    kind, result, _ = run(_args(path, base, digest, check=True))
+    kind, result, _diff = run(_args(path, base, digest, check=True))
     assert (kind, result["changed"], path.read_text()) == ("exit", True, text)
     assert f"FROM {repo}@{digest}\n" in result["diff"]["after"]
-    kind, result, _ = run(_args(path, base, digest))
+    kind, result, _diff = run(_args(path, base, digest))
     assert (kind, result["changed"], result["pinned"], result["from"]) == (
         "exit", True, f"{repo}@{digest}", [f"{repo}@{digest}"])
     after = path.read_text()
     assert after == text.replace(f"FROM {base}\n", f"FROM {repo}@{digest}\n")
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o640
-    kind, result, _ = run(_args(path, base, digest))
+    kind, result, _diff = run(_args(path, base, digest))
     assert (kind, result["changed"], path.read_text()) == ("exit", False, after)
 
 
 def test_a_global_arg_default_is_followed_and_the_from_line_written_literally(run, tmp_path):
     path = _file(tmp_path, f"ARG BASE={TORCH}\nFROM --platform=linux/arm64 ${{BASE}} AS build\nFROM build\nRUN true\n")
-    kind, result, _ = run(_args(path, TORCH, TORCH_DIGEST))
+    kind, result, _diff = run(_args(path, TORCH, TORCH_DIGEST))
     assert kind == "exit" and result["changed"]
     assert path.read_text() == (f"ARG BASE={TORCH}\nFROM --platform=linux/arm64 nvcr.io/nvidia/pytorch@{TORCH_DIGEST}"
                                 " AS build\nFROM build\nRUN true\n")
@@ -89,13 +89,13 @@ def test_a_global_arg_default_is_followed_and_the_from_line_written_literally(ru
 
 def test_a_from_continued_over_lines_becomes_one_line(run, tmp_path):
     path = _file(tmp_path, f"FROM \\\n  {SGLANG}\nRUN true\n")
-    kind, _result, _ = run(_args(path, SGLANG, SGLANG_DIGEST))
+    kind, _result, _diff = run(_args(path, SGLANG, SGLANG_DIGEST))
     assert kind == "exit" and path.read_text() == f"FROM lmsysorg/sglang@{SGLANG_DIGEST}\nRUN true\n"
 
 
 def test_a_registry_port_is_not_taken_for_a_tag(run, tmp_path):
     path = _file(tmp_path, "FROM registry.local:5000/team/base:1.2\n")
-    kind, result, _ = run(_args(path, "registry.local:5000/team/base:1.2", TORCH_DIGEST))
+    kind, result, _diff = run(_args(path, "registry.local:5000/team/base:1.2", TORCH_DIGEST))
     assert kind == "exit" and result["pinned"] == f"registry.local:5000/team/base@{TORCH_DIGEST}"
 
 
@@ -108,7 +108,7 @@ def test_a_registry_port_is_not_taken_for_a_tag(run, tmp_path):
 ])
 def test_a_containerfile_that_does_not_build_on_the_base_is_refused_unchanged(run, tmp_path, text, base, words):
     path = _file(tmp_path, text)
-    kind, result, _ = run(_args(path, base, TORCH_DIGEST))
+    kind, result, _diff = run(_args(path, base, TORCH_DIGEST))
     assert kind == "fail" and words in result["msg"] and "Nothing was changed" in result["msg"]
     assert path.read_text() == text
 
@@ -118,10 +118,10 @@ def test_a_containerfile_that_does_not_build_on_the_base_is_refused_unchanged(ru
     (f"{TORCH}@{TORCH_DIGEST}", TORCH_DIGEST, "base must be the image as FROM names it"),
 ])
 def test_bad_arguments_are_named(run, tmp_path, base, digest, words):
-    kind, result, _ = run(_args(_file(tmp_path, TFPY), base, digest))
+    kind, result, _diff = run(_args(_file(tmp_path, TFPY), base, digest))
     assert kind == "fail" and words in result["msg"]
 
 
 def test_a_missing_containerfile_is_named(run, tmp_path):
-    kind, result, _ = run(_args(tmp_path / "Dockerfile", TORCH, TORCH_DIGEST))
+    kind, result, _diff = run(_args(tmp_path / "Dockerfile", TORCH, TORCH_DIGEST))
     assert kind == "fail" and "cannot read the Containerfile" in result["msg"]

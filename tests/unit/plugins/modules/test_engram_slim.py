@@ -41,9 +41,9 @@ def test_the_download_names_absent_shards_and_the_slim_folder_does_not(run, down
     absent = {shard for shard in raw["weight_map"].values() if not (download / shard).exists()}
     assert len(absent) == 46
     dest = tmp_path / "engram-src"
-    kind, result, _ = run(_args(download, dest, check=True))
+    kind, result, _diff = run(_args(download, dest, check=True))
     assert (kind, result["changed"], dest.exists()) == ("exit", True, False)
-    kind, result, _ = run(_args(download, dest))
+    kind, result, _diff = run(_args(download, dest))
     assert (kind, result["changed"], result["tensors"]) == ("exit", True, EMBED)
     assert result["files"] == {SHARDS[0]: "hardlink", SHARDS[1]: "hardlink",
                                "model.safetensors.index.json": "write", "config.json": "write"}
@@ -55,7 +55,7 @@ def test_the_download_names_absent_shards_and_the_slim_folder_does_not(run, down
     assert sorted(slim["weight_map"]) == EMBED
     assert set(slim["weight_map"].values()) == set(SHARDS)
     assert (dest / "config.json").read_bytes() == (download / "config.json").read_bytes()
-    kind, result, _ = run(_args(download, dest))
+    kind, result, _diff = run(_args(download, dest))
     assert (kind, result["changed"], set(result["files"].values())) == ("exit", False, {"kept"})
 
 
@@ -65,7 +65,7 @@ def test_a_new_download_is_linked_again(run, download, tmp_path):
     data = (download / SHARDS[1]).read_bytes()
     (download / SHARDS[1]).unlink()
     (download / SHARDS[1]).write_bytes(data)
-    kind, result, _ = run(_args(download, dest))
+    kind, result, _diff = run(_args(download, dest))
     assert (kind, result["changed"], result["files"][SHARDS[1]], result["files"][SHARDS[0]]) == (
         "exit", True, "hardlink", "kept")
     assert os.stat(dest / SHARDS[1]).st_ino == os.stat(download / SHARDS[1]).st_ino
@@ -83,14 +83,14 @@ def test_a_new_download_is_linked_again(run, download, tmp_path):
 def test_an_incomplete_download_is_refused_before_anything_is_made(run, download, tmp_path, change, words):
     change(download)
     dest = tmp_path / "engram-src"
-    kind, result, _ = run(_args(download, dest))
+    kind, result, _diff = run(_args(download, dest))
     assert kind == "fail" and words.format(src=download) in result["msg"] and "Nothing was changed" in result["msg"]
     assert not dest.exists()
 
 
 def test_dest_must_be_another_directory(run, download, tmp_path):
-    kind, result, _ = run(_args(download, download))
+    kind, result, _diff = run(_args(download, download))
     assert kind == "fail" and "the slim folder must be another directory" in result["msg"]
     (tmp_path / "file").write_text("x")
-    kind, result, _ = run(_args(download, tmp_path / "file"))
+    kind, result, _diff = run(_args(download, tmp_path / "file"))
     assert kind == "fail" and "is not a directory" in result["msg"]
