@@ -14,11 +14,12 @@ ANSIBLE_PLAYBOOK = pathlib.Path(sys.executable).parent / "ansible-playbook"
 
 
 def collections_path():
-    """Where this collection is installed: .collections (scripts/setup), or the ansible-test tree."""
+    """Where this collection is installed: .collections (scripts/setup), or the ansible-test tree; then the
+    caller's ANSIBLE_COLLECTIONS_PATH (`scripts/test newest` names there the collections its venv lacks)."""
     linked = REPO / ".collections"
-    if linked.is_dir():
-        return str(linked)
-    return str(REPO.parents[2])  # .../ansible_collections/sparkfold/cluster under ansible-test
+    own = str(linked) if linked.is_dir() else str(REPO.parents[2])  # .../ansible_collections/sparkfold/cluster
+    extra = [path for path in os.environ.get("ANSIBLE_COLLECTIONS_PATH", "").split(os.pathsep) if path and path != own]
+    return os.pathsep.join([own, *extra])
 
 
 def run_playbook(playbook, inventory, tmp, args=(), env=None, timeout=300):

@@ -1,13 +1,11 @@
 # Copyright: (c) 2026, sparkfold developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A typo in a role variable stops the play before any change, with one short message naming it.
+"""A typo in a role variable stops the play before any change, with a message naming it.
 
-Runs ansible-playbook against localhost (no lab), importing the role as the playbooks do (rolespec_validate
-false): the fabric role with fabric_mtu=9k (a type the argument spec refuses), fabric_mtu=90000 and a
-malformed rail CIDR (values only the fabric_plan filter can judge), and another role (preflight) with a size
-that is not a number. Ansible's own argument validation would print the role's whole specification
-(argument_spec_data); the filter's error would come wrapped in the templating chain. A play that lists the
-role under `roles:` gets Ansible's own validation first, which still stops it before any change.
+Runs ansible-playbook against localhost (no lab), importing the role as the playbooks do. Ansible validates
+each role's variables against its meta/argument_specs.yml (a wrong type: fabric_mtu=9k, a size that is not a
+number, an override that is not a mapping); the values only the fabric_plan filter can judge (fabric_mtu=90000,
+a malformed rail CIDR) fail with the filter's one short line, not wrapped in the templating chain.
 """
 
 from __future__ import annotations
@@ -32,7 +30,7 @@ def _run(tmp_path, role, extra_vars, as_playbooks=True):
         f"      ansible_python_interpreter: {sys.executable}\n")
     if as_playbooks:
         plays = (f"  tasks:\n    - name: The role\n      ansible.builtin.import_role:\n"
-                 f"        name: sparkfold.cluster.{role}\n        rolespec_validate: false\n")
+                 f"        name: sparkfold.cluster.{role}\n")
     else:
         plays = f"  roles:\n    - sparkfold.cluster.{role}\n"
     (tmp_path / "play.yml").write_text("- name: Bad input\n  hosts: sparks\n  gather_facts: false\n" + plays)
@@ -48,18 +46,13 @@ def _fatal(proc):
 
 
 @pytest.mark.parametrize(("role", "extra_vars", "expected"), [
-    ("fabric", {"fabric_mtu": "9k"},
-     "sparkfold.cluster.fabric - argument 'fabric_mtu' is of type str and we were unable to convert to int"),
     ("fabric", {"fabric_mtu": "90000"},
      "fabric_mtu: mtu 90000 is outside 576..9216"),
     ("fabric", {"fabric_rails": [dict(RAILS[0], cidr="192.168.100.0/33"), RAILS[1]]},
      "fabric_rails: rail0 (enp1s0f1np1): cidr '192.168.100.0/33' is not a valid IPv4 network"),
     ("fabric", {"fabric_rails": [RAILS[0], dict(RAILS[1], cidr="192.168.101.7")]},
      "fabric_rails: rail1 (enP2p1s0f1np1): cidr '192.168.101.7' is not a valid IPv4 network: it has no prefix"),
-    ("preflight", {"preflight_min_memory_gib": "110G"},
-     "sparkfold.cluster.preflight - argument 'preflight_min_memory_gib' is of type str"
-     " and we were unable to convert to int"),
-], ids=["mtu-9k", "mtu-90000", "cidr-prefix-33", "cidr-no-prefix", "preflight-int"])
+], ids=["mtu-90000", "cidr-prefix-33", "cidr-no-prefix"])
 def test_a_wrong_variable_fails_short_and_named(tmp_path, role, extra_vars, expected):
     proc = _run(tmp_path, role, extra_vars)
     assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -73,19 +66,19 @@ def test_a_wrong_variable_fails_short_and_named(tmp_path, role, extra_vars, expe
     assert re.search(r"localhost\s+: ok=\d+\s+changed=0\s+unreachable=0\s+failed=1", proc.stdout), proc.stdout[-800:]
 
 
-def test_the_recipe_role_as_the_playbooks_import_it_fails_short_and_named(tmp_path):
-    # The recipe role runs in every play: it checks its variables when it loads the recipe (once a run),
-    # not as the first task of its main.
-    proc = _run(tmp_path, "recipe", {"recipe_overrides": 5})
+@pytest.mark.parametrize(("role", "extra_vars", "expected"), [
+    ("fabric", {"fabric_mtu": "9k"}, "argument 'fabric_mtu' is of type str and we were unable to convert to int"),
+    ("preflight", {"preflight_min_memory_gib": "110G"},
+     "argument 'preflight_min_memory_gib' is of type str and we were unable to convert to int"),
+    ("recipe", {"recipe_overrides": 5},
+     "argument 'recipe_overrides' is of type int and we were unable to convert to dict"),
+], ids=["mtu-9k", "preflight-int", "recipe-overrides"])
+@pytest.mark.parametrize("as_playbooks", [True, False], ids=["import_role", "roles"])
+def test_ansible_validates_the_argument_spec_before_any_change(tmp_path, role, extra_vars, expected, as_playbooks):
+    # imported as the playbooks do it, or listed under roles: the same check, Ansible's own, as the first task
+    proc = _run(tmp_path, role, extra_vars, as_playbooks=as_playbooks)
     assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
     fatal = _fatal(proc)
-    expected = "sparkfold.cluster.recipe - argument 'recipe_overrides' is of type int"
-    assert fatal["msg"].startswith(expected), fatal["msg"]
-    assert "argument_spec_data" not in proc.stdout
-
-
-def test_a_role_listed_under_roles_is_stopped_by_ansibles_own_validation(tmp_path):
-    proc = _run(tmp_path, "fabric", {"fabric_mtu": "9k"}, as_playbooks=False)
-    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "argument 'fabric_mtu' is of type str and we were unable to convert to int" in _fatal(proc)["msg"]
+    assert expected in fatal["msg"], fatal["msg"]
+    assert fatal["validate_args_context"]["name"] == role, fatal["validate_args_context"]
     assert re.search(r"localhost\s+: ok=0\s+changed=0\s+unreachable=0\s+failed=1", proc.stdout), proc.stdout[-800:]
