@@ -11,23 +11,27 @@ model, the memory thresholds, the smoke test and the published figures, each wit
 from __future__ import annotations
 
 import copy
+import difflib
+import functools
+import json
+import os
 import re
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
 
-FLAVOURS = ('dsv41-zig', 'vllm-container', 'tfpy-container', 'sglang-container')
+try:
+    import jsonschema
+except ImportError as exc:  # the controller lacks it: recipe_check says so when it runs
+    HAS_JSONSCHEMA = False
+    JSONSCHEMA_IMPORT_ERROR = exc
+else:
+    HAS_JSONSCHEMA = True
+    JSONSCHEMA_IMPORT_ERROR = None
+
 # The flavours whose ranks run in containers (the container section, the image, the env file).
 CONTAINER_FLAVOURS = ('vllm-container', 'tfpy-container', 'sglang-container')
-# How the ranks of a container flavour run, and how its image is obtained.
-RUNTIMES = ('podman', 'docker')
-OBTAINS = ('pull', 'build')
 _DIGEST_RE = re.compile(r'^sha256:[0-9a-f]{64}$')
-# How the roles start the ranks (roles/engine_service/tasks/ranks.yml), rank 0 always last: followers_first starts
-# every follower at once; ascending (1, 2, ... N-1) and descending (N-1 ... 1) start them strictly one after the other.
-ORDERS = ('followers_first', 'ascending', 'descending')
-# The topologies of the fabric role (fabric_topology) a recipe may be written for.
-TOPOLOGIES = ('pair', 'switch', 'ring')
 # SGLang on a switchless ring (MiaAI-Lab/DeepSeek-v4.1-Flash-DGX-Sparks files/nccl.sh @e098520 nccl_validate_config,
 # switchless_ring_args): the environment every rank of a ring must carry, and its world.
 SGLANG_RING_WORLD = 4
@@ -41,7 +45,6 @@ SGLANG_ENV = {'NODE_RANK': '{rank}', 'NNODES': '{world}', 'TP_SIZE': '{world}', 
               'DIST_INIT_ADDR': '{master}:{rendezvous_port}'}
 # Two NCCL runtimes abort DeepEP (MiaAI docs/switchless-ring.md Pitfall 2): the patched one goes over the pip path.
 SGLANG_NO_LOADER_ENV = ('LD_LIBRARY_PATH', 'LD_PRELOAD')
-CAPACITY_MODELS = ('zig-pool', 'kv-per-token', 'token-pool', 'engine-admission')
 # TensorFold's Python engine (sfxnz run.sh @13a26f7: MAX_MTP_DRAFTS=5, "DSpark drafts at most 5 tokens a round").
 TFPY_MAX_MTP_DRAFTS = 5
 # sfxnz run.sh @13a26f7: `tensorfold serve` flags rank 0 alone passes (rank 1 has no HTTP port); every other flag
@@ -95,73 +98,71 @@ PLACEHOLDERS = {
     'nccl_library': 'the NCCL library the fabric role checked on this node (fabric_nccl_library)',
 }
 
-# (path, type) of every field a recipe of a flavour must have; type None = any non-empty value.
-_COMMON = [
-    ('name', str), ('title', str), ('flavour', str), ('world', int), ('sources', list),
-    ('weights.repo_id', str), ('weights.revision', str), ('weights.shards', int),
-    ('weights.tokenizer.repo_id', str), ('weights.tokenizer.revision', str),
-    ('serve.context', int), ('serve.parallel', int), ('serve.thinking', bool),
-    ('launch.order', str), ('launch.rendezvous_port', int),
-    ('launch.rank0.program', str), ('launch.rank0.args', list), ('launch.rank0.env', dict),
-    ('launch.follower.program', str), ('launch.follower.args', list), ('launch.follower.env', dict),
-    ('ready.path', str), ('capacity.model', str),
-    ('memory.gate_gib', (int, float)), ('memory.gate_timeout_s', int), ('memory.serving_floor_gib', (int, float)),
-    ('memory.earlyoom_mem_percent', (str, int)), ('memory.earlyoom_swap_percent', int),
-    ('memory.oom_score_adjust', int),
-    ('smoke.prompt', str), ('smoke.answer', str),
-]
-# The separate Engram download of the EXL3 recipes (vllm-container, tfpy-container).
-_ENGRAM = [('engram.repo_id', str), ('engram.revision', str), ('engram.files', list)]
-# The fields of every container flavour (vllm-container, tfpy-container, sglang-container).
-_CONTAINER = [
-    ('container.runtime', str), ('container.image.obtain', str), ('container.image.ref', str),
-    ('container.entrypoint', str),
-    ('container.options.network', str), ('container.options.ipc', str),
-    ('container.options.stop_timeout', int), ('container.options.devices', list),
-    ('container.options.cap_add', list), ('container.options.ulimits', dict), ('container.options.extra', list),
-    ('container.mounts', list),
-    ('memory.weights_gib_per_rank', (int, float)), ('memory.boot_margin_gib', (int, float)),
-]
-REQUIRED = {
-    'dsv41-zig': [
-        *_COMMON,
-        ('engine.repo_url', str), ('engine.commit', str), ('engine.patches', list), ('engine.zig_version', str),
-        ('engine.build_args', list), ('engine.programs.server', str), ('engine.programs.follower', str),
-        ('engine.programs.rank_cache', str),
-        ('kit.repo_id', str), ('kit.revision', str), ('kit.subdir', str), ('kit.verify', list),
-        ('inputs.script', str), ('inputs.args', list), ('inputs.env', dict), ('inputs.rank_cache_subdir', str),
-        ('inputs.token_map', str),
-        ('engram.repo_id', str), ('engram.revision', str), ('engram.files', list),
-        ('serve.drafts', bool), ('serve.max_tokens', int), ('serve.streams', int), ('serve.backend', str),
-        ('capacity.measured_bytes', int), ('capacity.measured_positions', int),
-    ],
-    'vllm-container': [
-        *_COMMON, *_CONTAINER, *_ENGRAM,
-        ('serve.kv_pool_bytes', int),
-        ('capacity.kv_bytes_per_token', (int, float)), ('capacity.prefill_floor_gib', (int, float)),
-    ],
-    'tfpy-container': [
-        *_COMMON, *_CONTAINER, *_ENGRAM,
-        ('serve.mtp_drafts', int), ('memory.min_gate_gib', (int, float)), ('ready.models_path', str),
-        ('ready.json', bool),
-        ('container.api_key_env', str),
-    ],
-    'sglang-container': [
-        *_COMMON, *_CONTAINER,
-        ('fabric.topology', str), ('launch.env', dict),
-        ('serve.kv_pool_bytes', int), ('serve.max_total_tokens', int),
-        ('capacity.kv_bytes_per_token', (int, float)), ('capacity.prefill_floor_gib', (int, float)),
-        ('container.api_key_env', str),
-        ('container.nccl_overlay.source', str), ('container.nccl_overlay.target', str),
-    ],
-}
+# The recipe format: which fields exist, their types, the fields each flavour needs, the choices of the fields with
+# fixed choices and the value an optional field takes when a recipe leaves it out. One JSON Schema file shipped with
+# the roles (editors read it too: the yaml-language-server line at the top of every shipped recipe). Fields are
+# added there; this file keeps only the rules between fields that a schema cannot say.
+SCHEMA_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', '..', 'roles', 'recipe', 'files',
+                           'recipe.schema.json')
+# The word for each JSON Schema type in a message.
+_TYPE_WORDS = {'string': 'a string', 'integer': 'a whole number', 'number': 'a number', 'boolean': 'true or false',
+               'array': 'a list', 'object': 'a mapping', 'null': 'null'}
+# The pattern of a field that must not be blank (an empty string is a missing value there).
+_NOT_BLANK = '\\S'
+# A field whose default is another field's value (serve.window: serve.context).
+_DEFAULT_FROM = 'x-default-from'
 
 
-def _type_name(types):
-    types = types if isinstance(types, tuple) else (types,)
-    names = {str: 'a string', int: 'a whole number', float: 'a number', bool: 'true or false',
-             list: 'a list', dict: 'a mapping'}
-    return ' or '.join(names[t] for t in types)
+@functools.lru_cache(maxsize=None)
+def recipe_schema():
+    """The recipe format (roles/recipe/files/recipe.schema.json), loaded once."""
+    with open(SCHEMA_PATH, encoding='utf-8') as handle:
+        return json.load(handle)
+
+
+@functools.lru_cache(maxsize=None)
+def _validator():
+    if not HAS_JSONSCHEMA:
+        raise AnsibleFilterError('recipe_check needs the Python library jsonschema on the controller '
+                                 f'(pip install jsonschema, as requirements.txt pins it): {JSONSCHEMA_IMPORT_ERROR}')
+    return jsonschema.Draft7Validator(recipe_schema())
+
+
+def _walk_required(schema, prefix=''):
+    """The dotted paths a (sub)schema requires, nested requirements under each required section."""
+    paths = []
+    for key in schema.get('required', []):
+        path = f'{prefix}{key}'
+        paths.append(path)
+        paths.extend(_walk_required(schema.get('properties', {}).get(key, {}), f'{path}.'))
+    return paths
+
+
+def required_fields(flavour):
+    """Every field a recipe of flavour must have, as dotted paths (from the schema)."""
+    schema = recipe_schema()
+    paths = _walk_required(schema)
+    for rule in schema.get('allOf', []):
+        if rule['if']['properties']['flavour']['const'] == flavour:
+            paths.extend(p for p in _walk_required(rule['then']) if p not in paths)
+    return paths
+
+
+def _walk_defaults(schema, prefix=''):
+    out = {}
+    for key, sub in schema.get('properties', {}).items():
+        if 'default' in sub:
+            out[f'{prefix}{key}'] = sub['default']
+        elif _DEFAULT_FROM in sub:
+            out[f'{prefix}{key}'] = (_DEFAULT_FROM, sub[_DEFAULT_FROM])
+        out.update(_walk_defaults(sub, f'{prefix}{key}.'))
+    return out
+
+
+def optional_fields():
+    """{dotted path: default} of every field with a default in the schema; a default taken from another field is
+    (x-default-from, that field's path)."""
+    return _walk_defaults(recipe_schema())
 
 
 def _get(recipe, path):
@@ -178,6 +179,68 @@ def _is_type(value, types):
     if isinstance(value, bool) and bool not in types:
         return False
     return isinstance(value, types)
+
+
+def _dotted(parts):
+    out = ''
+    for part in parts:
+        out += f'[{part}]' if isinstance(part, int) else (f'.{part}' if out else to_text(part))
+    return out
+
+
+def _without_nulls(node, schema):
+    """node less the null fields its schema names (a null field is a missing one: it gets its default, or is
+    refused as missing when required); nulls where the schema names no field (env values, ulimits) stay."""
+    if isinstance(node, dict):
+        props = schema.get('properties', {})
+        return {k: _without_nulls(v, props.get(k, {})) for k, v in node.items() if not (v is None and k in props)}
+    if isinstance(node, list) and isinstance(schema.get('items'), dict):
+        return [_without_nulls(v, schema['items']) for v in node]
+    return node
+
+
+def _words(types):
+    types = types if isinstance(types, list) else [types]
+    return ' or '.join(_TYPE_WORDS.get(t, t) for t in types)
+
+
+def _say(error):
+    """Short sentences naming the field for one schema error."""
+    path, kind, want, value = list(error.absolute_path), error.validator, error.validator_value, error.instance
+    here = _dotted(path)
+    if kind == 'required':
+        return [f'{_dotted([*path, key])} is missing' for key in want if key not in value]
+    if kind == 'additionalProperties':
+        known = list(error.schema.get('properties', {}))
+        out = []
+        for key in value:
+            if key in known:
+                continue
+            near = difflib.get_close_matches(to_text(key), known, n=1, cutoff=0.6)
+            where = f' of {here}' if here else ''
+            hint = (f'did you mean {_dotted([*path, near[0]])}?' if near
+                    else f"the fields{where} are {', '.join(known)}")
+            out.append(f'{_dotted([*path, key])} is not a recipe field: {hint}')
+        return out
+    if kind == 'type':
+        return [f'{here} must be {_words(want)}, got {value!r}']
+    if kind == 'enum':
+        return [f"{here} must be one of {', '.join(to_text(w) for w in want)}, got '{to_text(value)}'"]
+    if kind == 'minimum':
+        return [f'{here} must be at least {want}, got {value!r}']
+    if kind == 'maximum':
+        return [f'{here} must be at most {want}, got {value!r}']
+    if kind == 'pattern' and want == _NOT_BLANK:
+        return [f'{here} is missing']
+    return [f'{here or "the recipe"}: {error.message}']
+
+
+def schema_problems(recipe):
+    """The recipe's problems against the schema (roles/recipe/files/recipe.schema.json), as short sentences."""
+    problems = []
+    for error in _validator().iter_errors(_without_nulls(recipe, recipe_schema())):
+        problems.extend(p for p in _say(error) if p not in problems)
+    return problems
 
 
 def _placeholders(value):
@@ -197,24 +260,13 @@ def recipe_problems(recipe):
     flavour = recipe.get('flavour')
     if flavour is None:
         return ['flavour is missing']
-    if flavour not in REQUIRED:
-        return [f"flavour is '{to_text(flavour)}', one of {', '.join(FLAVOURS)} is needed"]
-    problems = []
-    for path, types in REQUIRED[flavour]:
-        found, value = _get(recipe, path)
-        if not found or value is None or (isinstance(value, str) and not value.strip()):
-            problems.append(f'{path} is missing')
-        elif not _is_type(value, types):
-            problems.append(f'{path} must be {_type_name(types)}, got {value!r}')
+    flavours = recipe_schema()['properties']['flavour']['enum']
+    if flavour not in flavours:
+        return [f"flavour is '{to_text(flavour)}', one of {', '.join(flavours)} is needed"]
+    # The schema first (fields, types, choices, unknown keys); the rules between fields need a recipe that passes it.
+    problems = schema_problems(recipe)
     if problems:
         return problems
-    if recipe['world'] < 2:
-        problems.append(f"world must be at least 2 (a tensor-parallel group), got {recipe['world']}")
-    if recipe['launch']['order'] not in ORDERS:
-        problems.append(f"launch.order must be one of {', '.join(ORDERS)}, got '{recipe['launch']['order']}'")
-    if recipe['capacity']['model'] not in CAPACITY_MODELS:
-        problems.append(f"capacity.model must be one of {', '.join(CAPACITY_MODELS)}, "
-                        f"got '{recipe['capacity']['model']}'")
     if flavour == 'dsv41-zig':
         if not _SHA_RE.match(recipe['engine']['commit']):
             problems.append(f"engine.commit must be a full 40-hex commit sha, got '{recipe['engine']['commit']}'")
@@ -235,9 +287,6 @@ def recipe_problems(recipe):
     if flavour == 'sglang-container':
         problems.extend(_sglang_problems(recipe))
     serve = recipe['serve']
-    for key in ('window', 'round_rows'):
-        if key in serve and (not _is_type(serve[key], int) or serve[key] < 1):
-            problems.append(f'serve.{key} must be a whole number, got {serve[key]!r}')
     if _is_type(serve.get('window'), int) and serve['window'] < serve['context']:
         problems.append(f"serve.window {serve['window']} is less than serve.context {serve['context']}: "
                         'the streams share the window, a request takes at most the context')
@@ -249,9 +298,7 @@ def recipe_problems(recipe):
         names = ', '.join('{' + u + '}' for u in unknown)
         problems.append(f'launch, inputs or kit.verify name unknown placeholders: {names}')
     slim = (recipe.get('engram') or {}).get('slim', False)
-    if not isinstance(slim, bool):
-        problems.append(f'engram.slim must be true or false, got {slim!r}')
-    elif 'engram_src_dir' in _placeholders(templates) and not slim:
+    if 'engram_src_dir' in _placeholders(templates) and not slim:
         problems.append('{engram_src_dir} names the slim Engram folder, which only a recipe with engram.slim: true '
                         'makes: set engram.slim: true, or use {engram_dir}')
     return problems
@@ -262,11 +309,7 @@ def _container_problems(recipe):
     problems = []
     container = recipe['container']
     image, options = container['image'], container['options']
-    if container['runtime'] not in RUNTIMES:
-        problems.append(f"container.runtime must be one of {', '.join(RUNTIMES)}, got '{container['runtime']}'")
     obtain = image['obtain']
-    if obtain not in OBTAINS:
-        problems.append(f"container.image.obtain must be one of {', '.join(OBTAINS)}, got '{obtain}'")
     if '@' in image['ref']:
         problems.append(f"container.image.ref '{image['ref']}' must be a name and tag: the digest goes in "
                         'container.image.digest')
@@ -288,15 +331,10 @@ def _container_problems(recipe):
         if options[key] != 'host':
             problems.append(f"container.options.{key} must be host (the ranks talk over the fabric and share "
                             f"memory with the host), got '{options[key]}'")
-    if options['stop_timeout'] < 1:
-        problems.append(f"container.options.stop_timeout must be at least 1 second, got {options['stop_timeout']}")
     oom = options.get('oom_score_adj', recipe['memory']['oom_score_adjust'])
     if oom != recipe['memory']['oom_score_adjust']:
         problems.append(f"container.options.oom_score_adj {oom!r} differs from memory.oom_score_adjust "
                         f"{recipe['memory']['oom_score_adjust']}")
-    for key in ('devices', 'cap_add', 'extra'):
-        if not all(isinstance(v, str) and v for v in options[key]):
-            problems.append(f'container.options.{key} must be a list of strings')
     for key, value in options['ulimits'].items():
         if value is not None and not (isinstance(value, (str, int)) and not isinstance(value, bool)):
             problems.append(f'container.options.ulimits.{key} must be a limit (a string or number; null = the '
@@ -419,8 +457,6 @@ def _sglang_problems(recipe):
                 problems.append(f'launch env of {rank} sets {key}: the patched NCCL goes over the image\'s pip NCCL '
                                 '(container.nccl_overlay), a second NCCL runtime makes DeepEP abort')
     topology = recipe['fabric']['topology']
-    if topology not in TOPOLOGIES:
-        problems.append(f"fabric.topology must be one of {', '.join(TOPOLOGIES)}, got '{topology}'")
     overlay = recipe['container']['nccl_overlay']
     target = overlay['target']
     if not target.startswith('/') or ':' in target or ':' in overlay['source']:
@@ -452,63 +488,24 @@ def _sglang_problems(recipe):
     return problems
 
 
-# The optional fields of a recipe and the value a recipe without one gets (recipe_check fills them in, so no role
-# reads a recipe field through default()). A callable takes the recipe. serve.streams is the dsv41 Zig
-# engine's own default (NATIVE: TF_DS_STREAMS "the pool's streams (4 ...)", plugins/filter/capacity.py
-# ZIG_STREAMS_DEFAULT); the sampling settings, the backend and the pools of other engines are empty: the launch
-# line of a recipe that does not name them carries nothing for them.
-OPTIONAL = {
-    'serve.window': lambda recipe: recipe['serve']['context'],
-    'serve.round_rows': 16,
-    'serve.streams': 4,
-    'serve.drafts': True,
-    'serve.max_tokens': 0,
-    'serve.kv_pool_bytes': 0,
-    'serve.temperature': '',
-    'serve.top_p': '',
-    'serve.top_k': '',
-    'serve.backend': '',
-    'serve.mtp_drafts': '',
-    'serve.max_total_tokens': '',
-    'launch.env': {},
-    'ready.json': False,
-    'capacity.prefill_floor_gib': 0,
-}
-# Optional fields of a section that only some recipes have (a recipe without the section has no such thing: no
-# kit, no per-node inputs, no Engram download): filled in only when the recipe has the section.
-OPTIONAL_IN_SECTION = {
-    'inputs.python_packages': [],
-    # The vLLM overlay mounts a slim Engram folder (MiaAI prepare_engram_src.py); the raw download otherwise.
-    'engram.slim': False,
-    'engine.tree_files': [],
-    'container.image.digest': '',
-    'container.image.build.context': '/',
-    # vLLM reads its key from VLLM_API_KEY (the other container flavours must name theirs: REQUIRED).
-    'container.api_key_env': 'VLLM_API_KEY',
-}
-
-
-def _set_default(recipe, path, value, create):
-    """Set recipe[path] to value (a deep copy) when it is absent or null; create missing sections when asked."""
-    *sections, leaf = path.split('.')
-    node = recipe
-    for key in sections:
-        if not isinstance(node.get(key), dict):
-            if not create:
-                return
-            node[key] = {}
-        node = node[key]
-    if node.get(leaf) is None:
-        node[leaf] = copy.deepcopy(value(recipe) if callable(value) else value)
+def _fill_defaults(node, schema, recipe):
+    """Set every absent or null field of node that its schema gives a default (walking the sections node has)."""
+    for key, sub in schema.get('properties', {}).items():
+        if node.get(key) is None:
+            if 'default' in sub:
+                node[key] = copy.deepcopy(sub['default'])
+            elif _DEFAULT_FROM in sub:
+                node[key] = copy.deepcopy(_get(recipe, sub[_DEFAULT_FROM])[1])
+        if isinstance(node.get(key), dict):
+            _fill_defaults(node[key], sub, recipe)
 
 
 def recipe_defaults(recipe):
-    """A copy of a complete recipe with every optional field present (OPTIONAL, OPTIONAL_IN_SECTION)."""
+    """A copy of a complete recipe with every optional field present: the schema's default (roles/recipe/files/
+    recipe.schema.json `default`, or the field `x-default-from` names), wherever the recipe has the section that holds
+    the field (a recipe without a kit, inputs or an Engram download gets none of their fields)."""
     full = copy.deepcopy(recipe)
-    for path, value in OPTIONAL.items():
-        _set_default(full, path, value, create=True)
-    for path, value in OPTIONAL_IN_SECTION.items():
-        _set_default(full, path, value, create=False)
+    _fill_defaults(full, recipe_schema(), full)
     return full
 
 
@@ -517,7 +514,7 @@ def recipe_check(recipe, name=None):
     problems = recipe_problems(recipe)
     if problems:
         label = name or (recipe.get('name') if isinstance(recipe, dict) else None) or 'the recipe'
-        raise AnsibleFilterError(f"recipe '{label}' is incomplete: {'; '.join(problems)}")
+        raise AnsibleFilterError(f"recipe '{label}' is refused: {'; '.join(problems)}")
     return recipe_defaults(recipe)
 
 
@@ -565,8 +562,9 @@ def container_run(container, name, image, env_file, argv, lab_extra=None, values
     if not isinstance(container, dict) or not isinstance(argv, list):
         raise AnsibleFilterError('container_run: expected the recipe container mapping and a list of arguments')
     runtime = to_text(container.get('runtime'))
-    if runtime not in RUNTIMES:
-        raise AnsibleFilterError(f"container_run: runtime must be one of {', '.join(RUNTIMES)}, got '{runtime}'")
+    runtimes = recipe_schema()['properties']['container']['properties']['runtime']['enum']
+    if runtime not in runtimes:
+        raise AnsibleFilterError(f"container_run: runtime must be one of {', '.join(runtimes)}, got '{runtime}'")
     opts = container.get('options') or {}
     cmd = [runtime, 'run', '--rm', '--name', to_text(name)]
     if runtime == 'podman':
@@ -604,4 +602,5 @@ def container_run(container, name, image, env_file, argv, lab_extra=None, values
 
 class FilterModule:
     def filters(self):
-        return {'recipe_check': recipe_check, 'recipe_render': recipe_render, 'container_run': container_run}
+        return {'recipe_check': recipe_check, 'recipe_problems': recipe_problems, 'recipe_render': recipe_render,
+                'container_run': container_run}

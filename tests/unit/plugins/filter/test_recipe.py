@@ -5,23 +5,27 @@
 from __future__ import annotations
 
 import copy
+import json
 import pathlib
 import re
 
+import jsonschema
 import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.sparkfold.cluster.plugins.filter.recipe import (
-    OPTIONAL,
     PLACEHOLDERS,
-    REQUIRED,
+    SCHEMA_PATH,
     SGLANG_RING_ENV,
     FilterModule,
     _get,
     container_run,
+    optional_fields,
     recipe_check,
     recipe_problems,
     recipe_render,
+    required_fields,
+    schema_problems,
 )
 
 ROOT = pathlib.Path(__file__).resolve().parents[4]
@@ -37,7 +41,7 @@ def load(path):
 
 
 def test_filters_are_registered():
-    assert set(FilterModule().filters()) == {'recipe_check', 'recipe_render', 'container_run'}
+    assert set(FilterModule().filters()) == {'recipe_check', 'recipe_problems', 'recipe_render', 'container_run'}
 
 
 @pytest.mark.parametrize('path', RECIPES, ids=[p.stem for p in RECIPES])
@@ -62,7 +66,7 @@ FLAVOUR_RECIPES = {'dsv41-zig': TP2, 'vllm-container': VLLM, 'tfpy-container': T
 
 @pytest.mark.parametrize(
     ('flavour', 'field'),
-    [(flavour, field) for flavour in FLAVOUR_RECIPES for field, _types in REQUIRED[flavour]],
+    [(flavour, field) for flavour in FLAVOUR_RECIPES for field in required_fields(flavour)],
 )
 def test_a_recipe_without_a_required_field_is_refused_naming_it(flavour, field):
     recipe = load(FLAVOUR_RECIPES[flavour])
@@ -92,13 +96,14 @@ def test_consistency_rules():
     recipe['serve']['parallel'] = 5
     recipe['launch']['rank0']['program'] = 'tensorfold'
     recipe['launch']['follower']['args'].append('{pool_size}')
-    recipe['world'] = 1
     problems = recipe_problems(recipe)
     assert "engine.commit must be a full 40-hex commit sha, got 'fbbc971'" in problems
     assert any(p.startswith('serve.parallel 5 is more than serve.streams 4') for p in problems)
     assert any(p.startswith("launch.rank0.program 'tensorfold' is not one of engine.programs") for p in problems)
     assert 'launch, inputs or kit.verify name unknown placeholders: {pool_size}' in problems
-    assert 'world must be at least 2 (a tensor-parallel group), got 1' in problems
+    # The schema's own limits come first, alone: the rules between fields need a recipe that passes the schema.
+    recipe['world'] = 1
+    assert recipe_problems(recipe) == ['world must be at least 2, got 1']
 
 
 def test_unknown_flavour_and_bool_for_int():
@@ -232,10 +237,10 @@ def test_tp4_recipe_renders_the_launch_of_its_serve_script():
 def test_window_and_round_rows_are_checked():
     r = load(TP4)
     r['serve']['window'] = 1000
-    r['serve']['round_rows'] = 'many'
     problems = recipe_problems(r)
     assert any(p.startswith('serve.window 1000 is less than serve.context 1048576') for p in problems)
-    assert "serve.round_rows must be a whole number, got 'many'" in problems
+    r['serve']['round_rows'] = 'many'
+    assert recipe_problems(r) == ["serve.round_rows must be a whole number, got 'many'"]
     r = load(TP4)
     r['kit']['verify'].append('{original_dir}')
     assert 'launch, inputs or kit.verify name unknown placeholders: {original_dir}' in recipe_problems(r)
@@ -245,7 +250,6 @@ def test_window_and_round_rows_are_checked():
 def test_container_rules_are_all_named_at_once():
     recipe = load(VLLM)
     container = recipe['container']
-    container['runtime'] = 'lxc'
     container['image']['ref'] = 'ghcr.io/x/y@sha256:' + 'a' * 64
     container['image']['digest'] = 'latest'
     container['options']['network'] = 'bridge'
@@ -257,7 +261,6 @@ def test_container_rules_are_all_named_at_once():
     container['options']['ulimits']['stack'] = ['8m']
     problems = recipe_problems(recipe)
     assert any(p.startswith('container.options.ulimits.stack must be a limit') for p in problems)
-    assert "container.runtime must be one of podman, docker, got 'lxc'" in problems
     assert any(p.startswith("container.image.ref 'ghcr.io/x/y@sha256:") for p in problems)
     assert "container.image.digest must pin the pulled image (sha256: and 64 hex digits), got 'latest'" in problems
     assert any(p.startswith('container.options.network must be host') for p in problems)
@@ -271,6 +274,8 @@ def test_container_rules_are_all_named_at_once():
     with pytest.raises(AnsibleFilterError) as err:
         recipe_check(recipe)
     assert str(err.value).count(';') >= 10
+    container['runtime'] = 'lxc'
+    assert recipe_problems(recipe) == ["container.runtime must be one of podman, docker, got 'lxc'"]
 
 
 def test_container_build_needs_a_pinned_base_unless_scratch():
@@ -528,9 +533,13 @@ def test_ring_recipe_follows_start_tp4_sh():
 def test_recipe_check_fills_in_every_optional_field(path):
     recipe = load(path)
     checked = recipe_check(copy.deepcopy(recipe))
-    for field in OPTIONAL:
-        found, _value = _get(checked, field)
-        assert found, field
+    # Every field with a default in the schema is there, wherever the recipe has the section that holds it.
+    for field in optional_fields():
+        section = field.rpartition('.')[0]
+        if _get(checked, section)[0]:
+            assert _get(checked, field)[0], field
+    # The defaults are values the schema itself accepts: a checked recipe passes the schema.
+    assert schema_problems(checked) == []
     # A field the recipe sets keeps its value; the recipe passed in is not changed.
     assert checked['serve']['context'] == recipe['serve']['context']
     assert recipe == load(path)
@@ -582,3 +591,83 @@ def test_the_vllm_recipe_mounts_the_slim_engram_folder_it_makes():
             'engram.slim: true, or use {engram_dir}') in recipe_problems(r)
     r['engram']['slim'] = 'yes'
     assert "engram.slim must be true or false, got 'yes'" in recipe_problems(r)
+
+
+# ------------------------------------------------------------------ the recipe format (JSON Schema)
+def test_the_schema_is_a_valid_draft_7_schema():
+    schema = json.loads(pathlib.Path(SCHEMA_PATH).read_text())
+    jsonschema.Draft7Validator.check_schema(schema)
+    assert schema['$schema'] == 'http://json-schema.org/draft-07/schema#'
+    # Shipped with the collection, next to the recipes (roles/ is in what ansible-galaxy collection build packs).
+    assert pathlib.Path(SCHEMA_PATH).resolve() == ROOT / 'roles' / 'recipe' / 'files' / 'recipe.schema.json'
+
+
+@pytest.mark.parametrize('path', RECIPES, ids=[p.stem for p in RECIPES])
+def test_every_shipped_recipe_validates_and_names_the_schema_for_editors(path):
+    assert schema_problems(load(path)) == []
+    first = path.read_text().splitlines()[0]
+    assert first == '# yaml-language-server: $schema=../files/recipe.schema.json'
+    assert (path.parent / '../files/recipe.schema.json').resolve() == pathlib.Path(SCHEMA_PATH).resolve()
+
+
+@pytest.mark.parametrize(('change', 'problem'), [
+    # an unknown field, top level and nested, named with its path and the nearest known field
+    (lambda r: r.update(titel='x'), 'titel is not a recipe field: did you mean title?'),
+    (lambda r: r['serve'].update(contex=524288), 'serve.contex is not a recipe field: did you mean serve.context?'),
+    (lambda r: r['launch']['rank0'].update(argv=[]),
+     'launch.rank0.argv is not a recipe field: did you mean launch.rank0.args?'),
+    (lambda r: r['engine']['tree_files'][0].update(mod='0755'),
+     'engine.tree_files[0].mod is not a recipe field: did you mean engine.tree_files[0].mode?'),
+    (lambda r: r['weights']['tokenizer'].update(zzz=1),
+     'weights.tokenizer.zzz is not a recipe field: the fields of weights.tokenizer are repo_id, revision'),
+    # a wrong type
+    (lambda r: r['serve'].update(context='524288'), "serve.context must be a whole number, got '524288'"),
+    (lambda r: r['serve'].update(thinking='yes'), "serve.thinking must be true or false, got 'yes'"),
+    (lambda r: r['engine'].update(build_args='install native'),
+     "engine.build_args must be a list, got 'install native'"),
+    (lambda r: r['launch']['rank0']['env'].update(TF_DS_GRAPHS=['1']),
+     "launch.rank0.env.TF_DS_GRAPHS must be a string or a number or true or false, got ['1']"),
+    (lambda r: r['memory'].update(gate_gib=True), 'memory.gate_gib must be a number, got True'),
+    # a bad choice
+    (lambda r: r['capacity'].update(model='zig'),
+     "capacity.model must be one of zig-pool, kv-per-token, token-pool, engine-admission, got 'zig'"),
+    (lambda r: r['launch'].update(order='rank0_first'),
+     "launch.order must be one of followers_first, ascending, descending, got 'rank0_first'"),
+    # limits, and a blank or null required field
+    (lambda r: r['launch'].update(rendezvous_port=70000), 'launch.rendezvous_port must be at most 65535, got 70000'),
+    (lambda r: r['kit'].update(repo_id='  '), 'kit.repo_id is missing'),
+    (lambda r: r['kit'].update(repo_id=None), 'kit.repo_id is missing'),
+])
+def test_the_schema_refuses_with_one_exact_message(change, problem):
+    recipe = load(TP2)
+    change(recipe)
+    assert recipe_problems(recipe) == [problem]
+    with pytest.raises(AnsibleFilterError) as err:
+        recipe_check(recipe, 'tp2')
+    assert str(err.value) == f"recipe 'tp2' is refused: {problem}"
+
+
+def test_an_override_is_checked_as_the_recipe_is():
+    # the role merges the overrides in first (combine recursive); a misspelled override is no silent no-op
+    recipe = load(VLLM)
+    recipe['container']['options']['stop_timout'] = 30
+    recipe['serve']['context'] = None  # a null field is a missing one
+    assert recipe_problems(recipe) == [
+        'serve.context is missing',
+        'container.options.stop_timout is not a recipe field: did you mean container.options.stop_timeout?']
+
+
+def test_a_flavour_narrows_a_type_and_needs_its_own_fields():
+    recipe = load(TFPY)
+    recipe['serve']['mtp_drafts'] = ''
+    del recipe['container']['api_key_env']
+    assert recipe_problems(recipe) == ['container.api_key_env is missing',
+                                       "serve.mtp_drafts must be a whole number, got ''"]
+
+
+def test_a_null_optional_field_gets_its_default():
+    recipe = load(VLLM)
+    recipe['serve']['streams'] = None
+    recipe['serve']['window'] = None
+    checked = recipe_check(recipe)
+    assert checked['serve']['streams'] == 4 and checked['serve']['window'] == recipe['serve']['context']
