@@ -277,16 +277,38 @@ pub const Rendezvous = struct {
     /// What a follower must match (pool, RDMA devices, switches, kit, rank cache).
     expect: *const Expect,
     mutex: Io.Mutex = .init,
-    server: net.Server = undefined,
+    /// The dsv41 Zig engine's rank 0 listens on PORT + g - 1 for follower g, one port a follower
+    /// (bertholomus/TensorFold zig/src/families/dsv41/prompt2d.zig, store id 70185293164, `Fan.open`: "rank 0 listens
+    /// on PORT + g - 1 for follower g ... so two ranks link exactly as before (rank 1 on PORT)"; `for (1..world) |g|
+    /// f.links[g - 1] = try Link.listen(ip, port + @as(u16, @intCast(g - 1)))`). Off: every follower on PORT (the
+    /// container engines' stores).
+    port_per_follower: bool = false,
+    servers: [max_followers]net.Server = undefined,
 
-    /// Listens on `address` and starts the accept, heartbeat and watchdog threads.
+    const max_followers = 3;
+
+    /// Listens on `address` (and, port_per_follower, on one port a follower from it) and starts the accept,
+    /// heartbeat and watchdog threads.
     pub fn start(rv: *Rendezvous, address: net.IpAddress) void {
-        rv.server = address.listen(rv.io, .{ .reuse_address = true }) catch |err| {
-            log("fatal: cannot listen for followers on {f}: {t}", .{ address, err });
-            std.process.exit(common.exit_peer_lost);
-        };
-        log("rendezvous: waiting for {d} follower(s) on {f}", .{ rv.world - 1, address });
-        spawn(acceptLoop, .{rv});
+        const ports: u32 = if (rv.port_per_follower) rv.world - 1 else 1;
+        if (ports > max_followers) {
+            log("fatal: {d} followers, at most {d} ports", .{ rv.world - 1, max_followers });
+            std.process.exit(common.exit_refused);
+        }
+        for (0..ports) |i| {
+            var at = address;
+            at.setPort(address.getPort() + @as(u16, @intCast(i)));
+            rv.servers[i] = at.listen(rv.io, .{ .reuse_address = true }) catch |err| {
+                log("fatal: cannot listen for followers on {f}: {t}", .{ at, err });
+                std.process.exit(common.exit_peer_lost);
+            };
+            if (rv.port_per_follower) {
+                log("rendezvous: waiting for follower rank {d} on {f}", .{ i + 1, at });
+            } else {
+                log("rendezvous: waiting for {d} follower(s) on {f}", .{ rv.world - 1, at });
+            }
+            spawn(acceptLoop, .{ rv, i });
+        }
         spawn(heartbeatLoop, .{rv});
         spawn(watchdogLoop, .{rv});
     }
@@ -295,14 +317,16 @@ pub const Rendezvous = struct {
         return rv.joined_count.load(.acquire);
     }
 
-    fn acceptLoop(rv: *Rendezvous) void {
+    fn acceptLoop(rv: *Rendezvous, index: usize) void {
+        // port_per_follower: the port of follower rank index + 1.
+        const want: u32 = if (rv.port_per_follower) @intCast(index + 1) else 0;
         while (true) {
-            const stream = rv.server.accept(rv.io) catch |err| {
+            const stream = rv.servers[index].accept(rv.io) catch |err| {
                 log("rendezvous: accept failed: {t}", .{err});
                 common.sleepMs(rv.io, 100);
                 continue;
             };
-            const t = std.Thread.spawn(thread_config, peerLoop, .{ rv, stream }) catch {
+            const t = std.Thread.spawn(thread_config, peerLoop, .{ rv, stream, want }) catch {
                 stream.close(rv.io);
                 continue;
             };
@@ -311,7 +335,7 @@ pub const Rendezvous = struct {
     }
 
     /// Handshake with one connection, then read its heartbeats until it goes away.
-    fn peerLoop(rv: *Rendezvous, stream: net.Stream) void {
+    fn peerLoop(rv: *Rendezvous, stream: net.Stream, want: u32) void {
         const io = rv.io;
         var rbuf: [4096]u8 = undefined;
         var sr = stream.reader(io, &rbuf);
@@ -320,7 +344,7 @@ pub const Rendezvous = struct {
             stream.close(io);
             return;
         };
-        const rank = rv.admit(stream, hello) orelse return;
+        const rank = rv.admit(stream, hello, want) orelse return;
         const peer = &rv.peers[rank];
         while (true) {
             const line = readLine(r) orelse break;
@@ -333,7 +357,7 @@ pub const Rendezvous = struct {
 
     /// Validates a HELLO line; answers WELCOME (and returns the rank) or REJECT. A follower that does
     /// not run what rank 0 runs is refused and rank 0 exits 2.
-    fn admit(rv: *Rendezvous, stream: net.Stream, line: []const u8) ?u32 {
+    fn admit(rv: *Rendezvous, stream: net.Stream, line: []const u8, want: u32) ?u32 {
         const io = rv.io;
         var arena_state = std.heap.ArenaAllocator.init(std.heap.page_allocator);
         defer arena_state.deinit();
@@ -351,6 +375,8 @@ pub const Rendezvous = struct {
                 reason = std.fmt.allocPrint(arena, "rank {d} runs WORLD {d}, rank 0 TF_TP_WORLD={d}", .{ h.rank, h.world, rv.world }) catch "world size mismatch";
             } else if (h.rank == 0 or h.rank >= rv.world) {
                 reason = std.fmt.allocPrint(arena, "rank {d} is out of range: followers are ranks 1..{d}", .{ h.rank, rv.world - 1 }) catch "rank out of range";
+            } else if (want != 0 and h.rank != want) {
+                reason = std.fmt.allocPrint(arena, "rank {d} connected on follower rank {d}'s port: rank 0 listens on PORT + g - 1 for follower g (start every follower with rank 0's PORT)", .{ h.rank, want }) catch "wrong port";
             } else if (rv.peers[h.rank].joined.load(.acquire)) {
                 reason = std.fmt.allocPrint(arena, "rank {d} already joined", .{h.rank}) catch "rank already joined";
                 transient = true;

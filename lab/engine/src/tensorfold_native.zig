@@ -215,6 +215,7 @@ pub fn main(init: std.process.Init) !u8 {
         .fatal = &fatal_state,
         .grace_ms = grace_ms,
         .expect = &expect,
+        .port_per_follower = true,
     };
     rendezvous.peers = try arena.alloc(@TypeOf(rendezvous.peers[0]), world);
     for (rendezvous.peers) |*p| p.* = .{};

@@ -40,6 +40,7 @@ const fabric = @import("fabric.zig");
 const http = @import("http.zig");
 const argp = @import("argp.zig");
 const inputs = @import("inputs.zig");
+const first_start = @import("first_start.zig");
 
 const log = common.log;
 const refuse = common.refuse;
@@ -196,6 +197,9 @@ pub fn main(init: std.process.Init) !u8 {
     const master = common.parseAddress("--master", master_host, master_port);
 
     if (tp == 2 and rank == 1) {
+        // FIRST_START: the rank's inputs, after its weights load (the real engine loads after NCCL's rendezvous;
+        // the lab follower joins after this).
+        first_start.write(io, arena, env, model_path, 1, 2);
         log("[tensorfold] rank 1 ready, following rank 0 at {s}:{d} (TensorFold SIMULATOR)", .{ master_host, master_port });
         var follower: fabric.Follower = .{
             .io = io,
@@ -259,6 +263,7 @@ pub fn main(init: std.process.Init) !u8 {
         }
         log("rank 1 joined", .{});
     }
+    first_start.write(io, arena, env, model_path, 0, world);
     const load_delay_ms: i64 = @intFromFloat(env.float("SIM_LOAD_DELAY_S", 2) * 1000);
     common.sleepMs(io, load_delay_ms);
     if (fatal_state.isSet()) while (true) common.sleepMs(io, 1000);

@@ -9,4 +9,5 @@ test {
     _ = @import("inputs.zig");
     _ = @import("rank_cache.zig");
     _ = @import("argp.zig");
+    _ = @import("first_start.zig");
 }

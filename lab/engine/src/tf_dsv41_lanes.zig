@@ -84,7 +84,9 @@ pub fn main(init: std.process.Init) !u8 {
         o.pool,             o.drafts,               o.graphs, o.side,  o.prefetch, o.aio, o.rdma orelse "-", o.engram orelse "-", o.token_map orelse "-",
     });
 
-    const master = common.parseAddress("MASTER_IP", o.master, port);
+    // prompt2d.zig `Fan.open` (store id 70185293164): follower g connects to PORT + g - 1, where rank 0 listens for it.
+    if (@as(u32, port) + rank - 1 > std.math.maxInt(u16)) refuse("PORT {d} + RANK {d} - 1 is not a port", .{ port, rank });
+    const master = common.parseAddress("MASTER_IP", o.master, port + @as(u16, @intCast(rank - 1)));
     const found = model.check(io, arena, o.model);
     const cache = inputs.checkRankCache(io, arena, "CACHE_DIR", o.cache, o.model, rank, world);
     const kit = inputs.checkKit(io, arena, "KIT_DIR", o.kit, true, false);

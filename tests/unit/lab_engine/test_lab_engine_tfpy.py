@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 
 import pytest
 
-from tests.labengine import HOST, SERVE_FAST, free_port, make_engram, make_model, request, stream, wait_until
+from tests.labengine import HOST, SERVE_FAST, Cluster, free_port, make_engram, make_model, request, stream, wait_until
 from tests.labengine import health_ok as up
 from tests.labengine import stop_procs as stop
 
@@ -132,3 +133,82 @@ def test_refusals(bins, tmp_path):
             "TF_DSV41_ENGRAM_DIR")
     (model / "tokenizer.json").unlink()
     refused(run(bins, base), "model file")
+
+
+def first_start_args(model, rank, master_port, http_port):
+    """bertholomus/TensorFold tools/dsv41-zig/build_inputs.sh @5e10970a1e2372313589641587bd6da85f070f05's line:
+    `tensorfold serve /model --tp 2 --rank R --master HEAD --host 127.0.0.1 --port PORT --context 1048576 --vision
+    --parallel 4 --mtp-drafts 5` (plus --master-port: two lab ranks on one machine need a free one)."""
+    return [str(model), "--tp", "2", "--rank", str(rank), "--master", HOST, "--master-port", str(master_port),
+            "--host", HOST, "--port", str(http_port), "--context", "1048576", "--vision", "--parallel", "4",
+            "--mtp-drafts", "5"]
+
+
+def models_ok(port):
+    """build_inputs.sh's readiness: rank 0 answers /v1/models with 200."""
+    try:
+        return request(port, "GET", "/v1/models")[0] == 200
+    except OSError:
+        return False
+
+
+def first_start(bins, model, engram, caches):
+    """Both ranks as build_inputs.sh starts them (its CACHE as $HOME/.cache, TF_DS_RANK_CACHE=$HOME/.cache/tf-ds-rank,
+    TF_DS_ENGRAM), rank 0 polled on /v1/models until 200, then both stopped."""
+    mport, hport = free_port(), free_port()
+    procs = []
+    try:
+        for rank in (0, 1):
+            home = caches[rank].parent
+            env = {"HOME": str(home), "TF_DS_RANK_CACHE": str(caches[rank] / "tf-ds-rank"), "TF_DS_ENGRAM": str(engram)}
+            procs.append(start(bins, first_start_args(model, rank, mport, hport), env=env))
+        assert wait_until(lambda: models_ok(hport), 20), \
+            procs[0].stderr.read() if procs[0].poll() is not None else "no /v1/models"
+    finally:
+        stop(*procs)
+
+
+def test_first_start_writes_the_zig_engine_inputs(bins, engine_bin, tmp_path):
+    """TP2's inputs the way its sources make them: the Python engine's first start writes CACHE/tf-ds-rank/ and
+    CACHE/dsv41_token_map.json on each node, and the Zig ranks (tensorfold-native, tf-dsv41-lanes) serve from them."""
+    cluster = Cluster(engine_bin, tmp_path / "zig", context=8192)
+    caches = {rank: tmp_path / f"node{rank}" / "root" / ".cache" for rank in (0, 1)}
+    first_start(bins, cluster.model, cluster.engram, caches)
+    for rank, cache in caches.items():
+        files = sorted(p.name for p in (cache / "tf-ds-rank").iterdir())
+        assert len(files) == 1 and files[0].startswith(f"rank{rank}of2-") and files[0].endswith(".bin"), files
+        doc = json.loads((cache / "dsv41_token_map.json").read_text())
+        assert doc["format"] == "sparkfold-lab-token-map" and len(doc["map"]) == doc["vocab_size"]
+        # The Zig ranks read only what the first start wrote.
+        node = cluster.nodes[rank]
+        shutil.rmtree(node / "rank-cache")
+        (node / "dsv41_token_map.json").unlink()
+        shutil.copytree(cache / "tf-ds-rank", node / "rank-cache")
+        shutil.copy(cache / "dsv41_token_map.json", node / "dsv41_token_map.json")
+    stamps = {rank: (caches[rank] / "tf-ds-rank").stat().st_mtime_ns for rank in caches}
+    try:
+        cluster.start()
+        assert up(cluster.port)
+    finally:
+        cluster.stop()
+    # A second start reads the inputs it wrote (nothing is written again).
+    first_start(bins, cluster.model, cluster.engram, caches)
+    assert {rank: (caches[rank] / "tf-ds-rank").stat().st_mtime_ns for rank in caches} == stamps
+
+
+def test_first_start_refuses_a_rank_cache_of_another_checkpoint(bins, tmp_path):
+    model = make_model(tmp_path / "model")
+    engram = make_engram(tmp_path / "engram")
+    cache = tmp_path / "root" / ".cache" / "tf-ds-rank"
+    cache.mkdir(parents=True)
+    (cache / "rank1of2-00000000000000000000.bin").write_bytes(b"\0" * 32)
+    env = {"HOME": str(tmp_path / "root"), "TF_DS_RANK_CACHE": str(cache), "TF_DS_ENGRAM": str(engram)}
+    refused(run(bins, first_start_args(model, 1, free_port(), 0), env=env),
+            "holds rank1of2-00000000000000000000.bin, a rank cache of another checkpoint for rank 1 of 2")
+
+
+def test_first_start_refuses_an_engram_folder_without_the_shards(bins, tmp_path):
+    model = make_model(tmp_path / "model")
+    engram = make_engram(tmp_path / "engram", skip="model-00048-of-00048.safetensors")
+    env = {"HOME": str(tmp_path / "root"), "TF_DS_RANK_CACHE": str(tmp_path / "cache"), "TF_DS_ENGRAM": str(engram)}
+    refused(run(bins, first_start_args(model, 1, free_port(), 0), env=env), "model-00048-of-00048.safetensors")

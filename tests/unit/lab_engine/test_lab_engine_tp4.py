@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import socket
 import subprocess
 
 import pytest
@@ -96,6 +97,36 @@ def test_the_tp4_recipe_starts_followers_3_2_1_then_rank_0_and_serves(tp4):
     assert "all 3 follower(s) joined" in tp4.log(0)
     for rank in (1, 2, 3):
         assert f"rank={rank} world=4" in tp4.log(rank)
+
+
+def test_rank0_listens_on_port_plus_g_minus_1_for_follower_g(tp4):
+    """bertholomus/TensorFold zig/src/families/dsv41/prompt2d.zig (store id 70185293164) `Fan.open`: rank 0 listens on
+    PORT + g - 1 for follower g; each follower, given rank 0's PORT, connects to its own (TP4: 29760, 29761, 29762)."""
+    for rank in (3, 2, 1):
+        tp4.start_follower(rank)
+    tp4.start_rank0()
+    tp4.wait_ready(timeout=30)
+    for g in (1, 2, 3):
+        assert f"waiting for follower rank {g} on {HOST}:{tp4.tp_port + g - 1}" in tp4.log(0)
+        assert f"joined rank 0 at {HOST}:{tp4.tp_port + g - 1} as rank {g} of 4" in tp4.log(g)
+
+
+def test_rank0_stops_when_a_followers_port_is_taken(tp4):
+    with socket.socket() as taken:
+        taken.bind((HOST, tp4.tp_port + 2))
+        taken.listen(1)
+        done = subprocess.run(tp4.rank0_command(), env=tp4.env_of(0), capture_output=True, text=True, timeout=20,
+                              check=False)
+    assert done.returncode == 1, done.stderr
+    assert f"cannot listen for followers on {HOST}:{tp4.tp_port + 2}" in done.stderr
+
+
+def test_a_follower_on_another_followers_port_is_refused(tp4):
+    tp4.start_rank0()
+    args = tp4.follower_args(2)
+    args[args.index(str(tp4.tp_port))] = str(tp4.tp_port - 1)  # rank 2 + (PORT - 1) - 1: follower 1's port
+    refused(tp4.run_follower(rank=2, args=args, timeout=20),
+            "rank 2 connected on follower rank 1's port: rank 0 listens on PORT + g - 1 for follower g")
 
 
 def test_the_tp2_follower_refuses_the_tp4_flags(engine_bin, tp4):
