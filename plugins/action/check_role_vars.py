@@ -14,6 +14,7 @@ import re
 import yaml
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.module_utils.errors import ArgumentTypeError
 from ansible.plugins.action import ActionBase
 
 # The collection's roles: plugins/action/ -> the collection's root.
@@ -39,6 +40,31 @@ def role_options(role, roles_dir=ROLES_DIR):
         raise AnsibleActionFail(f"{path} has no entry point main under argument_specs") from exc
 
 
+# What each type of the argument specs asks for, in the words of a refusal.
+_WANTED = {"int": "a whole number", "float": "a number", "bool": "true or false", "list": "a list",
+           "dict": "a mapping", "str": "a text", "path": "a path", "raw": "a value"}
+
+
+def problems(options, provided):
+    """The errors of ``provided`` against ``options``, each naming its variable. A top-level value of the wrong
+    type is said once, plainly, with what the option wants and its default: "fabric_mtu is '9k', not a whole
+    number (the default is 9000)", instead of Ansible's "argument 'fabric_mtu' is of type str and we were unable
+    to convert to int: ..."."""
+    out = []
+    for error in ArgumentSpecValidator(options).validate(provided, validate_role_argument_spec=True).errors:
+        message = error.error_message
+        if isinstance(error, ArgumentTypeError) and " found in " not in message:
+            named = [name for name in provided if message.startswith(f"argument '{name}' ")]
+            if len(named) == 1:
+                name, spec = named[0], options[named[0]]
+                wanted = _WANTED.get(str(spec.get("type", "str")), f"of type {spec.get('type')}")
+                default = f" (the default is {spec['default']!r})" if spec.get("default") is not None else ""
+                message = f"{name} is {provided[name]!r}, not {wanted}{default}: set it to {wanted} or leave it out"
+        if message not in out:
+            out.append(message)
+    return out
+
+
 class ActionModule(ActionBase):
     """Checks the role's variables as Ansible's role validation does, failing with the errors alone."""
 
@@ -52,8 +78,11 @@ class ActionModule(ActionBase):
         role = self._task.args.get("role")
         options = role_options(role)
         provided = self._templar.template({name: task_vars[name] for name in options if name in task_vars})
-        errors = ArgumentSpecValidator(options).validate(provided, validate_role_argument_spec=True).error_messages
+        errors = problems(options, provided)
         result["changed"] = False
+        # The host and the errors, for the common role's one failure of the play (it groups the hosts by message).
+        result["host"] = task_vars.get("inventory_hostname")
+        result["problems"] = errors
         if errors:
             result["failed"] = True
             result["msg"] = f"sparkfold.cluster.{role} - {'; '.join(errors)}"

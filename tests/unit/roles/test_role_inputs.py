@@ -49,7 +49,8 @@ def _fatal(proc):
 
 @pytest.mark.parametrize(("role", "extra_vars", "expected"), [
     ("fabric", {"fabric_mtu": "9k"},
-     "sparkfold.cluster.fabric - argument 'fabric_mtu' is of type str and we were unable to convert to int"),
+     "sparkfold.cluster.fabric - fabric_mtu is '9k', not a whole number (the default is 9000): set it to a whole "
+     "number or leave it out (on localhost)"),
     ("fabric", {"fabric_mtu": "90000"},
      "fabric_mtu: mtu 90000 is outside 576..9216"),
     ("fabric", {"fabric_rails": [dict(RAILS[0], cidr="192.168.100.0/33"), RAILS[1]]},
@@ -57,8 +58,7 @@ def _fatal(proc):
     ("fabric", {"fabric_rails": [RAILS[0], dict(RAILS[1], cidr="192.168.101.7")]},
      "fabric_rails: rail1 (enP2p1s0f1np1): cidr '192.168.101.7' is not a valid IPv4 network: it has no prefix"),
     ("preflight", {"preflight_min_memory_gib": "110G"},
-     "sparkfold.cluster.preflight - argument 'preflight_min_memory_gib' is of type str"
-     " and we were unable to convert to int"),
+     "sparkfold.cluster.preflight - preflight_min_memory_gib is '110G', not a whole number"),
 ], ids=["mtu-9k", "mtu-90000", "cidr-prefix-33", "cidr-no-prefix", "preflight-int"])
 def test_a_wrong_variable_fails_short_and_named(tmp_path, role, extra_vars, expected):
     proc = _run(tmp_path, role, extra_vars)
@@ -73,13 +73,37 @@ def test_a_wrong_variable_fails_short_and_named(tmp_path, role, extra_vars, expe
     assert re.search(r"localhost\s+: ok=\d+\s+changed=0\s+unreachable=0\s+failed=1", proc.stdout), proc.stdout[-800:]
 
 
+def test_a_wrong_variable_on_two_hosts_is_refused_once_naming_both(tmp_path):
+    """issue 28: fabric_mtu=9k printed "unable to convert to int" three times (once per host and Ansible's error)."""
+    (tmp_path / "inventory.yml").write_text("sparks:\n  hosts:\n" + "".join(
+        f"    {host}:\n      ansible_connection: local\n      ansible_python_interpreter: {sys.executable}\n"
+        for host in ("spark-a", "spark-b")))
+    (tmp_path / "play.yml").write_text(
+        "- name: Bad input\n  hosts: sparks\n  gather_facts: false\n  tasks:\n    - name: The role\n"
+        "      ansible.builtin.import_role:\n        name: sparkfold.cluster.fabric\n"
+        "        rolespec_validate: false\n")
+    proc = run_playbook(tmp_path / "play.yml", tmp_path / "inventory.yml", tmp_path,
+                        ["-e", json.dumps({"fabric_mtu": "9k"})], quiet=True)
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout + proc.stderr
+    fatals = re.findall(r"^fatal: \[([^\]]+)\]: FAILED! => (\{.*\})$", proc.stdout, re.MULTILINE)
+    assert len(fatals) == 1, out[-3000:]
+    assert json.loads(fatals[0][1])["msg"] == (
+        "sparkfold.cluster.fabric - fabric_mtu is '9k', not a whole number (the default is 9000): set it to a whole "
+        "number or leave it out (on spark-a, spark-b)")
+    assert "unable to convert" not in out
+    assert out.count("fabric_mtu is '9k'") == 2  # Ansible's error line, then the failed result: once each
+    assert re.search(r"spark-b\s+: ok=\d+\s+changed=0\s+unreachable=0\s+failed=0", proc.stdout), proc.stdout[-800:]
+
+
 def test_the_recipe_role_as_the_playbooks_import_it_fails_short_and_named(tmp_path):
     # The recipe role runs in every play: it checks its variables when it loads the recipe (once a run),
     # not as the first task of its main.
     proc = _run(tmp_path, "recipe", {"recipe_overrides": 5})
     assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
     fatal = _fatal(proc)
-    expected = "sparkfold.cluster.recipe - argument 'recipe_overrides' is of type int"
+    expected = ("sparkfold.cluster.recipe - recipe_overrides is 5, not a mapping (the default is {}): "
+                "set it to a mapping")
     assert fatal["msg"].startswith(expected), fatal["msg"]
     assert "argument_spec_data" not in proc.stdout
 

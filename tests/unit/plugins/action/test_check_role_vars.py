@@ -49,6 +49,7 @@ def test_a_playbook_task_checks_templated_values_and_fails_short(tmp_path):
     assert proc.returncode == 2, proc.stdout[-3000:]
     assert re.search(r"TASK \[Good\] \**\nok: \[localhost\]", proc.stdout), proc.stdout[-3000:]
     fatal = json.loads(re.search(r"^fatal: \[localhost\]: FAILED! => (\{.*\})$", proc.stdout, re.MULTILINE).group(1))
-    assert fatal["msg"].startswith("sparkfold.cluster.fabric - argument 'fabric_mtu' is of type str"), fatal["msg"]
-    assert set(fatal) <= {"changed", "msg", "_ansible_no_log"}, sorted(fatal)
+    assert fatal["msg"].startswith("sparkfold.cluster.fabric - fabric_mtu is '9k', not a whole number"), fatal["msg"]
+    assert set(fatal) <= {"changed", "msg", "host", "problems", "_ansible_no_log"}, sorted(fatal)
+    assert fatal["host"] == "localhost" and fatal["problems"] == [fatal["msg"].split(" - ", 1)[1]]
     assert "\n" not in fatal["msg"]
