@@ -375,16 +375,14 @@ def doctor_verdict(results, hosts):
             head += f"; healthy: {', '.join(healthy)}"
     else:
         head = f"HEALTHY: every check passed on {', '.join(hosts)}"
-    lines = [head]
-    for line in problems:
-        lines.extend(_wrap(line, "  ", "      "))
+    # One line per problem, whole (a script greps them); the header and the lists of what was not checked wrap.
+    lines = [head, *(f"  {line}" for line in problems)]
     unchecked = [f"{host}: {row['check']}: {row['seen']}" for host in hosts
                  for row in (by_host.get(host) or {}).get("rows") or []
                  if row["state"] == "n/a" and not row.get("lab_only")]
     if unchecked:
         lines.append("Not checked (not problems):")
-        for line in unchecked:
-            lines.extend(_wrap(line, "  ", "      "))
+        lines.extend(f"  {line}" for line in unchecked)
     lab = {}
     for host in hosts:
         for check in (by_host.get(host) or {}).get("lab_only") or []:
