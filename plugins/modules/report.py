@@ -14,7 +14,7 @@ version_added: "0.1.0"
 description:
   - Prints O(msg) on the controller as it is, one line per line, with no YAML quoting or folding, and changes
     nothing.
-  - The repository's C(ansible.cfg) hides ok results (C(display_ok_hosts=false) of M(ansible.builtin.default#callback)),
+  - The repository's C(ansible.cfg) hides ok results (C(display_ok_hosts=false) of P(ansible.builtin.default#callback)),
     so that a run that changes nothing prints a few dozen lines. What the sparkfold playbooks exist to show - the
     doctor's tables and verdict, the smoke table, the benchmark's table - is printed with this action instead of
     M(ansible.builtin.debug), so it shows either way. The ok result itself follows as any task's does.
