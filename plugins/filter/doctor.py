@@ -9,11 +9,17 @@ is not ok says what to do; checks the lab cannot make say so (state n/a).
 from __future__ import annotations
 
 import re
+import textwrap
 
 from ansible.errors import AnsibleFilterError
 
 GIB = 1024 ** 3
 LAB = "not available in the lab"
+# The widest line of a table or of the verdict: Ansible's default callback (result_format yaml) prints a
+# multi-line msg 8 columns in, so every line fits a terminal of 100 columns.
+WIDTH = 92
+# The check column is at most this wide; a longer check name takes a line of its own.
+CHECK_WIDTH = 30
 _VERSION_RE = re.compile(r"^(\d+(?:\.\d+)*)")
 
 
@@ -34,9 +40,10 @@ class Report:
         inventory = expect.get("inventory") or "<inventory>"
         self.play = f"ansible-playbook -i {inventory} playbooks/"
 
-    def add(self, check, ok, seen, want="", advice="", journal=None, na=False):
-        state = "n/a" if na else ("ok" if ok else "FAIL")
-        self.rows.append({"check": check, "state": state, "seen": seen, "want": want,
+    def add(self, check, ok, seen, want="", advice="", journal=None, na=False, lab=False):
+        """A row; ``na``: not checked (n/a), ``lab``: not checked because the lab cannot show it (lab-only)."""
+        state = "n/a" if na or lab else ("ok" if ok else "FAIL")
+        self.rows.append({"check": check, "state": state, "seen": seen, "want": want, "lab_only": bool(lab),
                           "advice": "" if state == "ok" else advice, "journal": journal or []})
 
     # --- the fabric ------------------------------------------------------------------------
@@ -77,7 +84,7 @@ class Report:
     def gid(self, rail, roce, lab):
         label = f"{rail['name']} {rail['interface']} RoCE"
         if lab:
-            self.add(label, True, f"RoCE port and GID index: {LAB}", na=True)
+            self.add(label, True, f"RoCE port and GID index: {LAB}", lab=True)
             return
         dev = rail.get("rdma_device")
         port = (((roce.get("devices") or {}).get(dev) or {}).get("ports") or {}).get("1")
@@ -143,7 +150,7 @@ class Report:
     # --- toolchain ---------------------------------------------------------------------------
     def toolchain(self, facts):
         if self.e.get("lab"):
-            self.add("driver and NCCL", True, f"no GPU: {LAB}", na=True)
+            self.add("driver and NCCL", True, f"no GPU: {LAB}", lab=True)
             return
         gpu = facts.get("gpu") or {}
         branch = str(self.e.get("driver_branch", "580"))
@@ -284,16 +291,30 @@ class Report:
                      "fix what the message names (token, endpoint), then run the doctor again")
 
 
+def _wrap(text, first, rest):
+    """``text`` wrapped to WIDTH, the first line after ``first``, the others after ``rest``."""
+    return textwrap.wrap(text, WIDTH, initial_indent=first, subsequent_indent=rest, break_on_hyphens=False) or [first]
+
+
 def _table(host, rows):
-    width = max([len(r["check"]) for r in rows] + [5])
+    """The rows as lines of at most WIDTH columns: check, state, what was seen (and wanted), then what to do and
+    the journal, wrapped under the seen column. A lab-only row's state is ``lab``."""
+    width = min(max([len(r["check"]) for r in rows] + [5]), CHECK_WIDTH)
+    lead = " " * (width + 9)
     lines = [f"{'check':<{width}}  {'state':<5}  seen (want)"]
     for r in rows:
         want = f" (want {r['want']})" if r["want"] and r["state"] == "FAIL" else ""
-        lines.append(f"{r['check']:<{width}}  {r['state']:<5}  {r['seen']}{want}")
+        state = "lab" if r.get("lab_only") else r["state"]
+        if len(r["check"]) > width:
+            lines.extend(_wrap(r["check"], "", "  "))
+            first = f"{'':<{width}}  {state:<5}  "
+        else:
+            first = f"{r['check']:<{width}}  {state:<5}  "
+        lines.extend(_wrap(f"{r['seen']}{want}", first, lead))
         if r["advice"]:
-            lines.append(f"{'':<{width}}  {'':<5}  -> {r['advice']}")
+            lines.extend(_wrap(r["advice"], lead + "-> ", lead + "   "))
         for line in r["journal"]:
-            lines.append(f"{'':<{width}}  {'':<5}  | {line}")
+            lines.extend(_wrap(line, lead + "| ", lead + "|   "))
     return [f"--- {host} ---", *lines]
 
 
@@ -324,8 +345,53 @@ def doctor_report(facts, expect):
         "ok": all(r["state"] != "FAIL" for r in rows),
         "problems": [f"{host}: {r['check']}: {r['seen']} -> {r['advice']}" for r in rows if r["state"] == "FAIL"],
         "not_available": [f"{host}: {r['check']}: {r['seen']}" for r in rows if r["state"] == "n/a"],
+        "lab_only": [r["check"] for r in rows if r.get("lab_only")],
         "table": _table(host, rows),
     }
+
+
+def doctor_verdict(results, hosts):
+    """The pair's verdict from each node's doctor_report (``results``) and the play's ``hosts``; see
+    doctor_verdict.yml."""
+    if not isinstance(results, list) or not isinstance(hosts, list):
+        raise AnsibleFilterError("doctor_verdict: expects the list of doctor_result and the list of the play's hosts")
+    by_host = {r.get("host"): r for r in results if isinstance(r, dict)}
+    problems, sick = [], []
+    for host in hosts:
+        result = by_host.get(host)
+        if result is None:
+            found = [f"{host}: no doctor results (unreachable, or failed before the checks)"]
+        else:
+            found = list(result.get("problems") or [])
+            if not found and not result.get("ok", False):
+                found = [f"{host}: a check failed (see its table)"]
+        if found:
+            sick.append(host)
+            problems.extend(found)
+    if sick:
+        head = f"SICK: {', '.join(sick)} ({len(problems)} problem{'s' if len(problems) != 1 else ''})"
+        healthy = [host for host in hosts if host not in sick]
+        if healthy:
+            head += f"; healthy: {', '.join(healthy)}"
+    else:
+        head = f"HEALTHY: every check passed on {', '.join(hosts)}"
+    # One line per problem, whole (a script greps them); the header and the lists of what was not checked wrap.
+    lines = [head, *(f"  {line}" for line in problems)]
+    unchecked = [f"{host}: {row['check']}: {row['seen']}" for host in hosts
+                 for row in (by_host.get(host) or {}).get("rows") or []
+                 if row["state"] == "n/a" and not row.get("lab_only")]
+    if unchecked:
+        lines.append("Not checked (not problems):")
+        lines.extend(f"  {line}" for line in unchecked)
+    lab = {}
+    for host in hosts:
+        for check in (by_host.get(host) or {}).get("lab_only") or []:
+            lab.setdefault(check, []).append(host)
+    if lab:
+        lines.append(f"Lab only, not problems ({LAB}):")
+        for check, on in lab.items():
+            lines.extend(_wrap(f"{check} ({', '.join(on)})", "  ", "      "))
+    return {"ok": not sick, "sick": sick, "problems": problems, "lines": lines, "text": "\n".join(lines)}
 
 
 def doctor_pings(rails, peers):
@@ -353,4 +419,4 @@ class FilterModule:
     """sparkfold doctor filters."""
 
     def filters(self):
-        return {"doctor_report": doctor_report, "doctor_pings": doctor_pings}
+        return {"doctor_report": doctor_report, "doctor_pings": doctor_pings, "doctor_verdict": doctor_verdict}

@@ -18,6 +18,7 @@ engine serves, for the smoke test and the benchmark alike.
 from __future__ import annotations
 
 import re
+import textwrap
 import time
 
 from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_errors import EngineError, shorten
@@ -188,14 +189,23 @@ def run_count(client, upto=200, max_tokens=None, extra=None):
 
 
 # --- report -----------------------------------------------------------------------------------
-def table_lines(checks, detail_width=90):
-    """A short fixed-width table of ``checks`` ({name, passed, detail, seconds}) as a list of lines."""
-    width = max([len("check")] + [len(c["name"]) for c in checks])
-    lines = [f"{'check':<{width}}  result  seconds  detail"]
+# The widest line of the smoke table: Ansible's default callback (result_format yaml) prints a multi-line msg
+# 8 columns in, so every line fits a terminal of 100 columns.
+TABLE_WIDTH = 92
+
+
+def table_lines(checks, width=TABLE_WIDTH, detail_max=400):
+    """A short fixed-width table of ``checks`` ({name, passed, detail, seconds}) as a list of lines of at most
+    ``width`` columns: a long detail (cut at ``detail_max`` characters) wraps under the detail column."""
+    name_width = max([len("check")] + [len(c["name"]) for c in checks])
+    lead = " " * (name_width + 19)
+    lines = [f"{'check':<{name_width}}  result  seconds  detail"]
     for c in checks:
-        detail = shorten(c.get("detail") or "", detail_width)
+        detail = shorten(c.get("detail") or "", detail_max)
         mark = "PASS" if c["passed"] else "FAIL"
-        lines.append(f"{c['name']:<{width}}  {mark:<6}  {c.get('seconds') or 0:7.2f}  {detail}")
+        first = f"{c['name']:<{name_width}}  {mark:<6}  {c.get('seconds') or 0:7.2f}  "
+        lines.extend(textwrap.wrap(detail, width, initial_indent=first, subsequent_indent=lead,
+                                   break_on_hyphens=False) or [first.rstrip()])
     return lines
 
 

@@ -129,7 +129,7 @@ EXAMPLES = r"""
 
 - name: Show the table
   ansible.builtin.debug:
-    var: smoke.table_lines
+    msg: "{{ smoke.table }}"
 
 - name: A needle test only, five passphrases in a 128k prompt
   sparkfold.cluster.engine_smoke:
@@ -159,7 +159,9 @@ passed:
   type: bool
   sample: true
 table:
-  description: The checks as a short fixed-width table, one line per check under a header.
+  description: >-
+    The checks as a short fixed-width table under a header, one line per check, a long detail wrapped under the
+    detail column; no line is wider than 92 columns (printed by C(ansible.builtin.debug) it fits 100).
   returned: always
   type: str
   sample: |-

@@ -22,13 +22,21 @@ def collections_path():
     return os.pathsep.join([own, *extra])
 
 
-def run_playbook(playbook, inventory, tmp, args=(), env=None, timeout=300):
+def run_playbook(playbook, inventory, tmp, args=(), env=None, timeout=300, quiet=False):
     """ansible-playbook -i INVENTORY PLAYBOOK ARGS with the repository's ansible.cfg, plain text and JSON
-    results, temporary files under ``tmp``; returns the CompletedProcess (never raises on failure)."""
+    results, temporary files under ``tmp``; returns the CompletedProcess (never raises on failure).
+
+    Every ok and skipped result is shown (the tests read them), unless ``quiet``: then ansible.cfg's own
+    output settings apply (ok and skipped results hidden), as for a user."""
     full_env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible.cfg"), ANSIBLE_COLLECTIONS_PATH=collections_path(),
                     ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0", ANSIBLE_CALLBACK_RESULT_FORMAT="json",
                     ANSIBLE_LOCAL_TEMP=str(pathlib.Path(tmp) / "ansible-tmp"),
                     ANSIBLE_HOME=str(pathlib.Path(tmp) / "ansible-home"))
+    for name in ("ANSIBLE_DISPLAY_OK_HOSTS", "ANSIBLE_DISPLAY_SKIPPED_HOSTS"):
+        if quiet:
+            full_env.pop(name, None)
+        else:
+            full_env[name] = "true"
     full_env.update(env or {})
     return subprocess.run(
         [str(ANSIBLE_PLAYBOOK), "-i", str(inventory), str(playbook), *args],

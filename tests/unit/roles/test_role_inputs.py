@@ -82,3 +82,27 @@ def test_ansible_validates_the_argument_spec_before_any_change(tmp_path, role, e
     assert expected in fatal["msg"], fatal["msg"]
     assert fatal["validate_args_context"]["name"] == role, fatal["validate_args_context"]
     assert re.search(r"localhost\s+: ok=0\s+changed=0\s+unreachable=0\s+failed=1", proc.stdout), proc.stdout[-800:]
+
+
+def test_a_wrong_variable_on_two_hosts_is_refused_once_naming_both(tmp_path):
+    """issue 28: fabric_mtu=9k printed "unable to convert to int" three times (once per host and Ansible's error).
+    The recipe role, first in every play, checks the variables of every sparkfold role once for the run, before
+    Ansible's own validation of the roles that follow it would refuse the same value once per host."""
+    (tmp_path / "inventory.yml").write_text(
+        "sparks:\n  children:\n    head: {hosts: {spark-a: {}}}\n    workers: {hosts: {spark-b: {}}}\n")
+    (tmp_path / "play.yml").write_text(
+        "- name: Bad input\n  hosts: sparks\n  gather_facts: false\n  roles:\n"
+        "    - sparkfold.cluster.recipe\n    - sparkfold.cluster.fabric\n")
+    variables = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable, "fabric_mtu": "9k"}
+    proc = run_playbook(tmp_path / "play.yml", tmp_path / "inventory.yml", tmp_path,
+                        ["-e", json.dumps(variables)], quiet=True)
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout + proc.stderr
+    fatals = re.findall(r"^fatal: \[([^\]]+)\]: FAILED! => (\{.*\})$", proc.stdout, re.MULTILINE)
+    assert len(fatals) == 1, out[-3000:]
+    assert json.loads(fatals[0][1])["msg"] == (
+        "sparkfold.cluster.fabric - fabric_mtu is '9k', not a whole number (the default is 9000): set it to a whole "
+        "number or leave it out (on spark-a, spark-b)")
+    assert "unable to convert" not in out
+    assert out.count("fabric_mtu is '9k'") == 2  # Ansible's error line, then the failed result: once each
+    assert re.search(r"spark-b\s+: ok=\d+\s+changed=0\s+unreachable=0\s+failed=0", proc.stdout), proc.stdout[-800:]

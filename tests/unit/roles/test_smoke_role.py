@@ -56,7 +56,7 @@ def smoke(pair, tmp_path, moved, extra=()):
 
 
 def ran_checks(stdout):
-    return '"smoke_result.table_lines"' in stdout and "arithmetic" in stdout.split("Print the smoke table", 1)[1]
+    return "result  seconds  detail" in stdout and "arithmetic" in stdout.split("result  seconds  detail", 1)[1]
 
 
 def test_no_rank_moved_probes_health_and_leaves_the_checks_out(pair, tmp_path):

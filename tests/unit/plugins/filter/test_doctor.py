@@ -7,7 +7,7 @@ import os
 import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
-from ansible_collections.sparkfold.cluster.plugins.filter.doctor import doctor_pings, doctor_report
+from ansible_collections.sparkfold.cluster.plugins.filter.doctor import doctor_pings, doctor_report, doctor_verdict
 from ansible_collections.sparkfold.cluster.plugins.module_utils.roce import gather_roce_facts
 
 HERE = os.path.dirname(__file__)
@@ -276,3 +276,82 @@ def test_a_failed_ping_points_at_the_cable_rows_and_a_command_that_checks_them()
     assert "repairs the plan" not in advice
     assert "see the cable row of enp1s0f1np1 (who it faces)" in advice
     assert "playbooks/fabric.yml checks the cables and links on every run" in advice
+
+
+# --- issue 28: the verdict names only the sick nodes, lab-only apart; tables fit 100 columns ----------------------
+def lab_facts():
+    facts = healthy_facts()
+    facts["roce"] = {"rdma_available": False, "devices": {}, "ipv4_gids": {}, "netdevs": facts["roce"]["netdevs"]}
+    facts["gpu"], facts["packages"], facts["machine"] = None, {}, "x86_64"
+    return facts
+
+
+def stopped(facts):
+    facts["units"][0].update(ActiveState="failed", SubState="failed", Result="exit-code", ExecMainStatus="2",
+                             journal=["tensorfold-native: refusing to start: no rank cache file for rank 1"])
+    facts["memory"]["available_bytes"] = 200 * GIB
+    return facts
+
+
+def test_a_long_table_fits_100_columns_and_keeps_every_word():
+    facts = stopped(healthy_facts())
+    long_path = "/srv/models/" + "a-very-long-directory-name/" * 5 + "model-00002-of-00039.safetensors"
+    facts["stores"][0].update(ok=False, problems=[{"path": long_path, "reason": "size 1 differs from the manifest's"}])
+    facts["units"][0]["unit"] = "sparkfold-engine-with-a-much-longer-unit-name@0.service"
+    facts["units"][0]["journal"] = ["Dec 01 19:00:00 spark-a tensorfold-native[4242]: " + "word " * 40 + "END"]
+    report = doctor_report(facts, expect())
+    table = report["table"]
+    assert max(len(line) for line in table) <= 92, [line for line in table if len(line) > 92]
+    text = " ".join(table)
+    assert long_path in "".join(text.split())  # a word longer than a line is broken, not cut
+    assert "END" in text and text.count("word") == 40
+    unit_advice = row(report, "sparkfold-engine-with-a-much-longer-unit-name@0.service")["advice"]
+    assert " ".join(unit_advice.split()[-3:]) in " ".join(" ".join(table).split())
+    # The state column stays a column: every row's state sits at the same place.
+    header = table[1]
+    at = header.index("state")
+    states = {line[at:at + 5].strip() for line in table[2:] if line[at:at + 5].strip() in ("ok", "FAIL", "n/a", "lab")}
+    assert {"ok", "FAIL"} <= states
+
+
+def test_the_verdict_names_only_the_sick_nodes():
+    head = doctor_report(healthy_facts(), expect())
+    worker = stopped(healthy_facts())
+    worker["space"][0]["free_bytes"] = GIB
+    worker = doctor_report(worker, expect(host="spark-b", rank=1, hub=None))
+    verdict = doctor_verdict([head, worker], ["spark-a", "spark-b"])
+    assert not verdict["ok"] and verdict["sick"] == ["spark-b"]
+    assert verdict["lines"][0] == "SICK: spark-b (2 problems); healthy: spark-a"
+    assert all(line.startswith("spark-b: ") for line in verdict["problems"])
+    assert verdict["text"] == "\n".join(verdict["lines"])
+
+
+def test_a_node_without_results_is_sick():
+    head = doctor_report(healthy_facts(), expect())
+    verdict = doctor_verdict([head], ["spark-a", "spark-b"])
+    assert verdict["sick"] == ["spark-b"]
+    assert "spark-b: no doctor results (unreachable, or failed before the checks)" in verdict["problems"]
+
+
+def test_the_lab_only_lines_are_apart_from_the_problems():
+    head = doctor_report(stopped(lab_facts()), expect(lab=True, hub={"ok": False, "kind": "network", "msg": "x"}))
+    worker = doctor_report(lab_facts(), expect(lab=True, host="spark-b", rank=1, hub=None))
+    assert [r["state"] for r in head["rows"] if r["lab_only"]] == ["n/a", "n/a", "n/a"]
+    assert next(line for line in head["table"] if "driver and NCCL" in line).split()[3] == "lab"
+    verdict = doctor_verdict([head, worker], ["spark-a", "spark-b"])
+    lines = verdict["lines"]
+    assert lines[0] == "SICK: spark-a (1 problem); healthy: spark-b"
+    lab_at = lines.index("Lab only, not problems (not available in the lab):")
+    assert lines.index("Not checked (not problems):") < lab_at
+    assert not [line for line in lines[:lab_at] if "not available in the lab" in line]
+    assert "  driver and NCCL (spark-a, spark-b)" in lines[lab_at:]
+    assert "  rail0 enp1s0f1np1 RoCE (spark-a, spark-b)" in lines[lab_at:]
+    assert any("Hub pin: offline" in line for line in lines[:lab_at])
+
+
+def test_a_healthy_pair():
+    pair = [doctor_report(healthy_facts(), expect()),
+            doctor_report(healthy_facts(), expect(host="spark-b", rank=1, hub=None))]
+    verdict = doctor_verdict(pair, ["spark-a", "spark-b"])
+    assert verdict["ok"] and verdict["sick"] == []
+    assert verdict["lines"] == ["HEALTHY: every check passed on spark-a, spark-b"]

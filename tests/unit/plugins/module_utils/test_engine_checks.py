@@ -41,6 +41,19 @@ def test_other_checkers():
     assert lines[1].split()[:3] == ["arithmetic", "PASS", "0.25"]
 
 
+def test_a_long_detail_wraps_under_its_column_within_92_columns():
+    detail = ("expected 'passphrase-3' at depth 0.9 of a 131072-token prompt; the reply was: " + "word " * 60
+              + "END")
+    lines = ec.table_lines([{"name": "arithmetic", "passed": True, "detail": "answered '17 * 23 = 391'",
+                             "seconds": 0.19},
+                            {"name": "needle", "passed": False, "detail": detail, "seconds": 12.5}])
+    assert max(len(line) for line in lines) <= 92, [len(line) for line in lines]
+    at = lines[0].index("detail")
+    assert lines[2].split()[:3] == ["needle", "FAIL", "12.50"] and lines[2][at:].startswith("expected 'passphrase-3'")
+    assert len(lines) > 3 and all(line[:at].strip() == "" for line in lines[3:])  # under the detail column
+    assert " ".join(" ".join(lines[2:])[at:].split()).endswith("word word END")  # nothing cut
+
+
 def test_all_checks_pass_on_the_lab_engine(client):
     results = [
         ec.run_arithmetic(client),
