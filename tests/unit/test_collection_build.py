@@ -17,7 +17,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 # What a user of the collection gets: every file under these folders of the checkout ...
-SHIPPED_DIRS = ("roles", "plugins", "playbooks", "docs", "inventory/example", "meta")
+SHIPPED_DIRS = ("roles", "plugins", "playbooks", "docs", "inventory/example", "meta", "changelogs")
 # ... and these files at the top (MANIFEST.json and FILES.json are written by the build).
 SHIPPED_FILES = (
     "MANIFEST.json",
