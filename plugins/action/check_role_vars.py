@@ -51,8 +51,11 @@ def problems(options, provided):
     number (the default is 9000)", instead of Ansible's "argument 'fabric_mtu' is of type str and we were unable
     to convert to int: ..."."""
     out = []
-    # Only the values given are judged: a spec's default may be a template of what the run computes later.
-    given = {name: {key: value for key, value in spec.items() if key != "default"} for name, spec in options.items()}
+    # Only the values given are judged: a spec's default may be a template of what the run computes later, and a
+    # required option may be one a role sets for another it includes (engine_service for engine_capacity); Ansible's
+    # own validation judges both when the role starts.
+    given = {name: {key: value for key, value in spec.items() if key not in ("default", "required")}
+             for name, spec in options.items()}
     for error in ArgumentSpecValidator(given).validate(provided, validate_role_argument_spec=True).errors:
         message = error.error_message
         if isinstance(error, ArgumentTypeError) and " found in " not in message:
