@@ -12,7 +12,7 @@ import os
 import re
 
 import yaml
-from ansible.errors import AnsibleActionFail
+from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.errors import ArgumentTypeError
 from ansible.plugins.action import ActionBase
@@ -92,7 +92,16 @@ class ActionModule(ActionBase):
         found, messages = [], []
         for role in roles:
             options = role_options(role)
-            provided = self._templar.template({name: task_vars[name] for name in options if name in task_vars})
+            provided = {}
+            for name in options:
+                if name not in task_vars:
+                    continue
+                try:
+                    provided[name] = self._templar.template(task_vars[name])
+                except AnsibleError:
+                    # A role's default naming what the run computes later (engine_* defaults read recipe_spec, which
+                    # the recipe role sets after this check): Ansible's own validation judges it when the role starts.
+                    continue
             errors = problems(options, provided)
             found.extend(errors)
             if errors:

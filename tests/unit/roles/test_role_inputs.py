@@ -106,3 +106,20 @@ def test_a_wrong_variable_on_two_hosts_is_refused_once_naming_both(tmp_path):
     assert "unable to convert" not in out
     assert out.count("fabric_mtu is '9k'") == 2  # Ansible's error line, then the failed result: once each
     assert re.search(r"spark-b\s+: ok=\d+\s+changed=0\s+unreachable=0\s+failed=0", proc.stdout), proc.stdout[-800:]
+
+
+def test_a_role_default_naming_a_later_fact_is_left_to_ansibles_validation(tmp_path):
+    """The engine role's defaults read recipe_spec, which the recipe role sets after its check of every role's
+    variables: playbooks/engine.yml imports both, so the check sees those defaults before recipe_spec exists."""
+    (tmp_path / "inventory.yml").write_text(
+        "sparks:\n  children:\n    head: {hosts: {spark-a: {fabric_host_index: 1}}}\n"
+        "    workers: {hosts: {spark-b: {fabric_host_index: 2}}}\n")
+    (tmp_path / "play.yml").write_text(
+        "- name: As playbooks/engine.yml\n  hosts: sparks\n  gather_facts: false\n  tasks:\n"
+        "    - name: Recipe\n      ansible.builtin.import_role:\n        name: sparkfold.cluster.recipe\n"
+        "    - name: Engine\n      ansible.builtin.import_role:\n        name: sparkfold.cluster.engine\n"
+        "      when: false\n")
+    variables = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable, "fabric_rails": RAILS}
+    proc = run_playbook(tmp_path / "play.yml", tmp_path / "inventory.yml", tmp_path, ["-e", json.dumps(variables)])
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "is undefined" not in proc.stdout
