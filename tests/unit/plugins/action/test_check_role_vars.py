@@ -35,10 +35,15 @@ def test_a_role_without_a_spec_is_named_with_the_roles_there_are(role, expected)
         assert "fabric" in str(caught.value)
 
 
-def test_a_playbook_task_checks_templated_values_and_fails_short(tmp_path):
+def _inventory(tmp_path):
+    """localhost with a local connection and this Python, as inventory.yml under ``tmp_path``."""
     (tmp_path / "inventory.yml").write_text(
         "all:\n  hosts:\n    localhost:\n      ansible_connection: local\n"
         f"      ansible_python_interpreter: {sys.executable}\n")
+
+
+def test_a_playbook_task_checks_templated_values_and_fails_short(tmp_path):
+    _inventory(tmp_path)
     (tmp_path / "play.yml").write_text(
         "- name: Check\n  hosts: all\n  gather_facts: false\n  vars:\n    wanted: 9000\n"
         "    fabric_mtu: '{{ wanted }}'\n  tasks:\n"
@@ -58,9 +63,7 @@ def test_a_playbook_task_checks_templated_values_and_fails_short(tmp_path):
 
 
 def test_every_role_is_checked_when_none_is_named(tmp_path):
-    (tmp_path / "inventory.yml").write_text(
-        "all:\n  hosts:\n    localhost:\n      ansible_connection: local\n"
-        f"      ansible_python_interpreter: {sys.executable}\n")
+    _inventory(tmp_path)
     (tmp_path / "play.yml").write_text(
         "- name: Check\n  hosts: all\n  gather_facts: false\n  tasks:\n"
         "    - name: Every role\n      sparkfold.cluster.check_role_vars:\n"
