@@ -23,6 +23,7 @@ import json
 import os
 import pathlib
 import platform
+import random
 import socket
 import subprocess
 import sys
@@ -195,6 +196,30 @@ def free_port():
         return s.getsockname()[1]
 
 
+def free_port_block(count, avoid=()):
+    """The first of `count` consecutive free ports, below the kernel's ephemeral range (32768 and up), where a
+    client socket of another test cannot take one of them between this check and the engine's listen."""
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, 32768 - count)
+        block = range(base, base + count)
+        if any(port in avoid for port in block):
+            continue
+        sockets = []
+        try:
+            for port in block:
+                s = socket.socket()
+                sockets.append(s)
+                s.bind((HOST, port))
+        except OSError:
+            continue
+        finally:
+            for s in sockets:
+                s.close()
+        return base
+    raise RuntimeError(f"no {count} consecutive free ports on {HOST}")
+
+
 def connect_refused(port):
     with socket.socket() as s:
         s.settimeout(1)
@@ -314,7 +339,8 @@ class Cluster:
             done = node_inputs(bin_dir, self.model, node, rank, world)
             assert done.returncode == 0, f"node_inputs.sh rank {rank} failed:\n{done.stdout}\n{done.stderr}"
         self.port = free_port()
-        self.tp_port = free_port()
+        # Rank 0 listens on TF_TP_PORT + g - 1 for follower g: the whole block must be free.
+        self.tp_port = free_port_block(max(1, world - 1), avoid={self.port})
         self.env = {**os.environ, **SIM_ENV, **BOTH_RANKS_ENV, **(env or {})}
         self.rank0_env = {
             "TF_TP_WORLD": str(world), "TF_TP_MASTER": HOST, "TF_TP_PORT": str(self.tp_port),
