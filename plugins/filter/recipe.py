@@ -500,11 +500,29 @@ def _fill_defaults(node, schema, recipe):
             _fill_defaults(node[key], sub, recipe)
 
 
+def _plain(value):
+    """A plain copy of value: dicts, lists and scalars of Python's own types. Ansible hands a filter its variables
+    as lazily templated, tagged containers; copying those with copy.deepcopy costs seconds per host for a recipe."""
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    return copy.deepcopy(value)
+
+
 def recipe_defaults(recipe):
     """A copy of a complete recipe with every optional field present: the schema's default (roles/recipe/files/
     recipe.schema.json `default`, or the field `x-default-from` names), wherever the recipe has the section that holds
     the field (a recipe without a kit, inputs or an Engram download gets none of their fields)."""
-    full = copy.deepcopy(recipe)
+    full = _plain(recipe)
     _fill_defaults(full, recipe_schema(), full)
     return full
 

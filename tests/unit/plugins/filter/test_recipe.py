@@ -671,3 +671,29 @@ def test_a_null_optional_field_gets_its_default():
     recipe['serve']['window'] = None
     checked = recipe_check(recipe)
     assert checked['serve']['streams'] == 4 and checked['serve']['window'] == recipe['serve']['context']
+
+
+def _container_types(value):
+    if isinstance(value, dict):
+        return {type(value)}.union(*[_container_types(item) for item in value.values()])
+    if isinstance(value, list):
+        return {type(value)}.union(*[_container_types(item) for item in value])
+    return set()
+
+
+def test_recipe_check_through_ansible_returns_plain_containers():
+    """Ansible hands the filter its variables as lazily templated containers; the checked recipe is plain dicts and
+    lists (a deep copy of the lazy containers kept them lazy and cost about 6 s per host in every playbook run)."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    returned = []
+
+    def check(recipe, name):
+        returned.append(recipe_check(recipe, name))
+        return returned[-1]
+
+    templar = Templar(loader=DataLoader(), variables={'recipe_loaded': load(TP2)})
+    templar.environment.filters['recipe_check'] = check
+    templar.template(trust_as_template("{{ recipe_loaded | combine({}) | recipe_check('tp2') }}"))
+    assert _container_types(returned[0]) == {dict, list}
