@@ -39,6 +39,16 @@ class Report:
         self.rows = []
         inventory = expect.get("inventory") or "<inventory>"
         self.play = f"ansible-playbook -i {inventory} playbooks/"
+        # The command that checks the cables and the pings: a ring's fabric play reads who faces each port and pings
+        # each neighbour on every run; a pair's or switch's checks each rail's link, MTU and address on every run,
+        # and who answers over each rail (every peer pinged) only after a change or with fabric_verify=always.
+        if any("link" in rail for rail in expect.get("rails") or []):
+            self.fabric_check = (f"{self.play}fabric.yml checks every cable on every run, before it changes anything, "
+                                 "and names the fewest cable moves (or the fabric_host_index renumbering)")
+        else:
+            self.fabric_check = (f"{self.play}fabric.yml -e fabric_verify=always pings every peer on every rail and "
+                                 "names each that fails (a run without it checks only each rail's link, MTU and "
+                                 "address)")
 
     def add(self, check, ok, seen, want="", advice="", journal=None, na=False, lab=False):
         """A row; ``na``: not checked (n/a), ``lab``: not checked because the lab cannot show it (lab-only)."""
@@ -111,8 +121,7 @@ class Report:
         if probe is None:
             return
         host = self.e["host"]
-        fix = (f"{self.play}fabric.yml checks every cable on every run, before it changes anything, and names "
-               "the fewest cable moves (a ring: or the fabric_host_index renumbering)")
+        fix = self.fabric_check
         if not isinstance(probe, dict) or "neighbors" not in probe:
             msg = probe.get("msg") if isinstance(probe, dict) else probe
             self.add("cables", False, f"the cable probe failed: {msg}", "who faces each port", fix)
@@ -145,7 +154,7 @@ class Report:
                      else res.get("detail") or "no reply", f"{res['address']}, no fragmenting",
                      f"the frame did not cross {res.get('rail') or res['interface']}: see the cable row of "
                      f"{res['interface']} (who it faces) and the link rows of both nodes (MTU, address); "
-                     f"{self.play}fabric.yml checks the cables and links on every run and names what to fix")
+                     f"{self.fabric_check}")
 
     # --- toolchain ---------------------------------------------------------------------------
     def toolchain(self, facts):

@@ -270,12 +270,41 @@ def test_the_cable_rows_name_who_faces_each_port_and_the_command_that_checks_the
 
 
 def test_a_failed_ping_points_at_the_cable_rows_and_a_command_that_checks_them():
+    # A pair: a plain fabric.yml run checks each rail's link, MTU and address, and pings nobody when none of them
+    # drifted (it passes silently over a ping that fails); fabric_verify=always pings every peer on every rail.
     facts = healthy_facts()
     facts["pings"][0].update(ok=False, detail="100% packet loss")
     advice = row(doctor_report(facts, expect()), "ping spark-b via enp1s0f1np1")["advice"]
     assert "repairs the plan" not in advice
     assert "see the cable row of enp1s0f1np1 (who it faces)" in advice
-    assert "playbooks/fabric.yml checks the cables and links on every run" in advice
+    assert advice.endswith("ansible-playbook -i inventory/example playbooks/fabric.yml -e fabric_verify=always pings "
+                           "every peer on every rail and names each that fails (a run without it checks only each "
+                           "rail's link, MTU and address)")
+    # A ring: the plain run checks who faces each port and pings each neighbour on every run.
+    facts = healthy_facts()
+    facts["pings"] = [{"interface": "enp1s0f0np0", "address": "10.10.2.3", "size": 8972, "peer": "spark-c",
+                       "rail": "port0", "ok": False, "detail": "100% packet loss"}]
+    advice = row(doctor_report(facts, ring_expect(None)), "ping spark-c via enp1s0f0np0")["advice"]
+    assert "fabric_verify" not in advice
+    assert advice.endswith("playbooks/fabric.yml checks every cable on every run, before it changes anything, and "
+                           "names the fewest cable moves (or the fabric_host_index renumbering)")
+
+
+def test_a_pair_cable_row_points_at_the_run_that_pings_every_peer():
+    peer = [dict(r, address=r["address"][:-2] + "12", address_cidr=r["address"][:-2] + "12/24",
+                 cidr=r["address"][:-2] + "0/24") for r in RAILS]
+    rails = [dict(r, cidr=r["address"][:-2] + "0/24") for r in RAILS]
+    # spark-a's rail0 port hears nobody though it has a link (its cable in a port of the peer's other cage)
+    probe = {"neighbors": {"enp1s0f1np1": [], "enP2p1s0f1np1": [{"host": "spark-b", "interface": "enP2p1s0f1np1"}]},
+             "links": {"enp1s0f1np1": {"carrier": True}, "enP2p1s0f1np1": {"carrier": True}}}
+    report = doctor_report(healthy_facts(), expect(rails=rails, cables=probe, peer_plans={"spark-b": peer}))
+    assert row(report, "rail1 enP2p1s0f1np1 cable")["state"] == "ok"
+    cable = row(report, "rail0 enp1s0f1np1 cable")
+    assert cable["state"] == "FAIL" and cable["want"] == "faces spark-b rail0 (enp1s0f1np1)"
+    assert cable["advice"] == (
+        "the cable in spark-a rail0 (enp1s0f1np1) must go to spark-b rail0 (enp1s0f1np1); ansible-playbook -i "
+        "inventory/example playbooks/fabric.yml -e fabric_verify=always pings every peer on every rail and names each "
+        "that fails (a run without it checks only each rail's link, MTU and address)")
 
 
 # --- issue 28: the verdict names only the sick nodes, lab-only apart; tables fit 100 columns ----------------------
