@@ -47,11 +47,12 @@ from ansible_collections.sparkfold.cluster.plugins.module_utils.manifest import 
 
 try:
     from huggingface_hub import constants as hf_constants
+    from huggingface_hub import errors as hf_errors
     from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
     from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_stream_backoff
 except ImportError:  # pragma: no cover - reported by the module through HAS_HF
     get_hf_file_metadata = hf_hub_download = hf_hub_url = build_hf_headers = hf_raise_for_status = None
-    http_stream_backoff = hf_constants = None
+    http_stream_backoff = hf_constants = hf_errors = None
 
 TRANSIENT_HTTP_ERRORS = (http_lib.TransportError,) if http_lib is not None else (OSError,)
 LIBRARY_NAME = "sparkfold-hub_snapshot"
@@ -246,7 +247,18 @@ class Downloader:
             if is_timeout(exc):
                 raise HubError(describe_timeout(exc, f"{path}: downloading it through hf_xet", self.timeouts),
                                kind="timeout") from exc
-            raise describe_hub_error(exc, self.repo_id, self.revision, self.endpoint, self.token) from exc
+            if hf_errors is not None and isinstance(exc, hf_errors.HfHubHTTPError):  # the Hub's answers on the way
+                error = describe_hub_error(exc, self.repo_id, self.revision, self.endpoint, self.token)
+                raise HubError(f"{path}: {error.msg}", kind=error.kind) from exc
+            if isinstance(exc, OSError):  # the store's disk (ENOSPC stops the other downloads too): fetch_one says so
+                raise
+            raise HubError(
+                f"{path}: the Xet download (huggingface_hub's hf_hub_download through hf_xet) failed: "
+                f"{type(exc).__name__}: {exc}. hf_xet keeps no partial file: the next run fetches {path} again from "
+                "its first byte. Run again; if it fails again, set transfer=http to fetch it through the Hub's HTTP "
+                "bridge, with Range resumes and the stall bounds",
+                kind="xet",
+            ) from exc
         actual_size = os.path.getsize(got)
         actual = hash_file(got, kind, actual_size) if actual_size == size else None
         if actual != digest:

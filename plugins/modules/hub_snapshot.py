@@ -144,6 +144,9 @@ options:
         with its own timeouts. A failed or killed Xet download is not resumed, since C(hf_hub_download) writes each
         attempt to a process-unique C(.<uuid>.incomplete) file and deletes it on failure, so the next run fetches
         that file again from its first byte. The progress file counts a Xet file's bytes as hf_xet writes them.
+      - A Xet download that fails gives its file up with C(kind=xet) and a message that names the file and
+        hf_xet's error, says the next run fetches it again and that O(transfer=http) fetches it over HTTP instead;
+        an error of the Hub on the way (a refused token, a missing file) keeps its own kind, the file named.
       - The library's own HTTP path is not used. It would bring no speed (one stream per file, as here) and it
         lacks the Range resume across runs, the stall deadline and the bound on attempts without progress.
       - E(HF_XET_HIGH_PERFORMANCE=1) in the task's environment makes hf_xet try to saturate the network and use

@@ -11,15 +11,18 @@ reads the Xet hash and the xet-auth link the Hub answers for a Xet-backed file (
 chooses its Xet path itself.
 """
 
+import errno
 import json
 import logging
 import os
 import time
 import types
 
+import httpx2
 import pytest
 from huggingface_hub import constants as hf_constants
 from huggingface_hub import file_download
+from huggingface_hub.errors import HfHubHTTPError
 from huggingface_hub.utils._xet_progress_reporting import XetDownloadProgressReporter
 
 from tests.hub import fixtures
@@ -47,6 +50,7 @@ def xet(monkeypatch, hub_server, hub_data):
     calls = []
     spoil = []  # append True: the fake writes other bytes than the file's
     on_half = []  # a function to call when half the file is written
+    fail = []  # an exception to raise once half the file is written, as hf_xet raises its errors
 
     def fake_xet_get(*, incomplete_path, xet_file_data, headers, expected_size=None, tqdm_class=None, **_kwargs):
         calls.append({"path": str(incomplete_path), "hash": xet_file_data.file_hash,
@@ -63,6 +67,8 @@ def xet(monkeypatch, hub_server, hub_data):
             reporter.update_progress(group_report(half, half // 3, len(data)))
             if on_half:
                 on_half[0]()
+            if fail:
+                raise fail[0]
             handle.write(data[half:])
             reporter.update_progress(group_report(len(data), len(data) // 3, len(data)))
         if spoil:
@@ -73,6 +79,7 @@ def xet(monkeypatch, hub_server, hub_data):
     fake_xet_get.calls = calls
     fake_xet_get.spoil = spoil
     fake_xet_get.on_half = on_half
+    fake_xet_get.fail = fail
     return fake_xet_get
 
 
@@ -154,3 +161,49 @@ def test_the_progress_file_counts_a_xet_file_as_it_is_written(run, store, tmp_pa
     assert seen and seen[0]["phase"] == "downloading" and seen[0]["bytes_done"] == entry.size // 2
     assert result["downloaded_bytes"] == entry.size  # counted once, not again at the end
     assert json.loads(progress.read_text())["bytes_done"] == entry.size
+
+
+def test_a_failed_xet_download_names_the_file_and_what_the_next_run_does(run, store, hub_data, xet):
+    """hf_xet's error (a RuntimeError from its Rust side) half-way through the shard: the message names the file
+    and the Xet path, says nothing of it is kept and how to fetch it over HTTP instead; the other files are
+    in place, the shard is pending in the manifest, and the next run fetches it."""
+    xet.fail.append(RuntimeError("Data processing error: CAS service error : Request failed after 5 retries"))
+    kind, result = run(quant(store))
+    assert kind == "fail", result
+    assert result["kind"] == "xet"
+    message = result["msg"]
+    assert f"{SHARD}: the Xet download" in message and "Request failed after 5 retries" in message
+    assert "next run fetches" in message and "transfer=http" in message
+    assert "could not reach the Hub" not in message and "Partial downloads are kept" not in message
+    assert not (store / SHARD).exists()
+    assert not list((store / ".cache" / "huggingface").rglob("*.incomplete"))  # the library removed its partial
+    listing = hub_data.repos[fixtures.QUANT].files(fixtures.QUANT_PIN)
+    others = sum(f.size for path, f in listing.items() if path != SHARD)
+    assert result["downloaded_bytes"] == others  # the half the fake wrote is not counted
+    manifest = json.loads((store / ".sparkfold-manifest.json").read_text())
+    assert manifest["pending"] == [SHARD]
+
+    xet.fail.clear()
+    kind, result = run(quant(store))
+    assert kind == "exit", result
+    assert result["xet_files"] == [SHARD] and (store / SHARD).exists()
+
+
+def test_a_full_disk_under_the_xet_path_is_told_as_one(run, store, xet):
+    xet.fail.append(OSError(errno.ENOSPC, "No space left on device"))
+    kind, result = run(quant(store, allow_patterns=[SHARD]))
+    assert kind == "fail", result
+    assert result["kind"] == "io"
+    assert f"{SHARD}: [Errno {errno.ENOSPC}] No space left on device" in result["msg"]
+    assert "could not reach the Hub" not in result["msg"]
+
+
+def test_an_error_of_the_hub_on_the_xet_path_keeps_its_kind_and_names_the_file(run, store, hub_server, xet):
+    """What huggingface_hub raises when the Hub refuses the Xet token it asks for (refresh_xet_connection_info)."""
+    url = f"{hub_server.url}/api/models/{fixtures.QUANT}/xet-read-token/{fixtures.QUANT_PIN}"
+    response = httpx2.Response(401, request=httpx2.Request("GET", url))
+    xet.fail.append(HfHubHTTPError("401 Unauthorized", response=response))
+    kind, result = run(quant(store, allow_patterns=[SHARD]))
+    assert kind == "fail", result
+    assert result["kind"] == "bad_token"  # fatal: the message is its own, the file named
+    assert result["msg"].startswith(f"{SHARD}: the Hub at {hub_server.url} refused the token (401)"), result["msg"]
