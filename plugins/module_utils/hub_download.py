@@ -69,6 +69,15 @@ DEFAULT_DOWNLOAD_RETRIES = 5
 DEFAULT_MIN_RATE = 64 * 1024
 DEFAULT_RATE_WINDOW = 300.0
 TRANSFERS = ("auto", "http")
+# hf_xet's own bounds on a Xet download, which it reads from the environment when huggingface_hub makes its Xet
+# session (at the first Xet download of the process: hf_xet/src/py_xet_session.rs builds it with the default
+# config). huggingface/xet-core xet_config/src/groups/client.rs @58117e56fbfca833646070c1b0fc94320c4e3df4:
+# HF_XET_CLIENT_READ_TIMEOUT "Maximum time allowed between receiving data packets during a transfer ... If no data
+# is received for this duration, the connection is considered stalled"; HF_XET_CLIENT_CONNECT_TIMEOUT "Maximum time
+# allowed to establish a TCP connection"; HF_XET_CLIENT_RETRY_MAX_ATTEMPTS "Retry at most this many times before
+# permanently failing". Durations carry their unit: hf_xet 1.8.0 ignores a bare number (its XetConfig keeps the
+# default, 300 s for the read timeout), hence milliseconds.
+XET_BOUNDS = ("HF_XET_CLIENT_READ_TIMEOUT", "HF_XET_CLIENT_CONNECT_TIMEOUT", "HF_XET_CLIENT_RETRY_MAX_ATTEMPTS")
 
 Located = collections.namedtuple("Located", "location headers xet_hash")
 
@@ -78,6 +87,17 @@ def xet_available():
     if hf_constants is None or getattr(hf_constants, "HF_HUB_DISABLE_XET", False):
         return False
     return importlib.util.find_spec("hf_xet") is not None
+
+
+def _millis(seconds):
+    return f"{max(1, round(seconds * 1000))}ms"
+
+
+def xet_bounds(timeouts, stall_timeout, retries):
+    """hf_xet's environment for the module's bounds: the read timeout of the HTTP path (the lower of read_timeout and
+    stall_timeout), connect_timeout, and download_retries as the retries of one request."""
+    values = (_millis(min(timeouts.read, stall_timeout)), _millis(timeouts.connect), str(retries))
+    return dict(zip(XET_BOUNDS, values))
 
 
 def library_progress(on_bytes):
@@ -146,6 +166,9 @@ class Downloader:
         self.min_rate = min_rate
         self.rate_window = rate_window
         self.use_xet = transfer == "auto" and xet_available()
+        if self.use_xet:  # the task's environment wins: it names hf_xet's variables on purpose
+            for name, value in xet_bounds(timeouts, stall_timeout, retries).items():
+                os.environ.setdefault(name, value)
         self.downloaded = 0
         self.routes = {}  # path -> "xet" or "http", the route each fetched file took
         self._lock = threading.Lock()
@@ -217,10 +240,11 @@ class Downloader:
     def fetch_with_library(self, entry, partial, kind, digest):
         """A Xet-backed file: huggingface_hub's hf_hub_download (through hf_xet) into library_dir, then verified.
 
-        What the library does not do and this cannot add: a stall deadline or a minimum rate (hf_xet retries its
-        chunk fetches with timeouts of its own), and a resume across runs (hf_hub_download 2.4.0 deletes its
-        process-unique partial file when a download fails; a new run fetches the file again). Progress is
-        counted as hf_xet writes the file, through the library's public tqdm_class hook.
+        The module's bounds reach hf_xet through its environment (XET_BOUNDS, set in __init__): no byte within the
+        read timeout and a connection is stalled, download_retries retries of one request. What the library does
+        not do and this cannot add: a minimum rate over a window, and a resume across runs (hf_hub_download 2.4.0
+        deletes its process-unique partial file when a download fails; a new run fetches the file again).
+        Progress is counted as hf_xet writes the file, through the library's public tqdm_class hook.
         """
         path, size = entry["path"], entry["size"]
         seen = [0]

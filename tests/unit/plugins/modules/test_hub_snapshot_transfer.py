@@ -11,6 +11,7 @@ reads the Xet hash and the xet-auth link the Hub answers for a Xet-backed file (
 chooses its Xet path itself.
 """
 
+import datetime
 import errno
 import json
 import logging
@@ -18,8 +19,10 @@ import os
 import time
 import types
 
+import hf_xet
 import httpx2
 import pytest
+from ansible_collections.sparkfold.cluster.plugins.module_utils import hub_download
 from huggingface_hub import constants as hf_constants
 from huggingface_hub import file_download
 from huggingface_hub.errors import HfHubHTTPError
@@ -47,14 +50,20 @@ def xet(monkeypatch, hub_server, hub_data):
     entry = hub_data.file(fixtures.QUANT, SHARD, fixtures.QUANT_PIN)
     hub_server.xet[f"{fixtures.QUANT}/{SHARD}"] = XET_HASH
     monkeypatch.setattr(hf_constants, "HF_HUB_DISABLE_XET", False)  # the unit tests' environment disables it
+    for name in hub_download.XET_BOUNDS:  # unset here, and again after the test (a run sets them in-process)
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
     calls = []
     spoil = []  # append True: the fake writes other bytes than the file's
     on_half = []  # a function to call when half the file is written
     fail = []  # an exception to raise once half the file is written, as hf_xet raises its errors
 
     def fake_xet_get(*, incomplete_path, xet_file_data, headers, expected_size=None, tqdm_class=None, **_kwargs):
+        config = hf_xet.XetConfig()  # what the session huggingface_hub makes now would be given (hf_xet reads it)
         calls.append({"path": str(incomplete_path), "hash": xet_file_data.file_hash,
-                      "refresh": xet_file_data.refresh_route, "size": expected_size})
+                      "refresh": xet_file_data.refresh_route, "size": expected_size,
+                      "bounds": {key: config.get(f"client.{key}")
+                                 for key in ("read_timeout", "connect_timeout", "retry_max_attempts")}})
         data = hub_data.read(entry.sha256)
         half = len(data) // 2
         # progress as hf_xet reports it, through the library's own reporter and the tqdm_class it was given:
@@ -207,3 +216,33 @@ def test_an_error_of_the_hub_on_the_xet_path_keeps_its_kind_and_names_the_file(r
     assert kind == "fail", result
     assert result["kind"] == "bad_token"  # fatal: the message is its own, the file named
     assert result["msg"].startswith(f"{SHARD}: the Hub at {hub_server.url} refused the token (401)"), result["msg"]
+
+
+@pytest.mark.parametrize(
+    ("options", "read"),
+    [
+        ({"stall_timeout": 7.5, "read_timeout": 20}, 7.5),
+        ({"stall_timeout": 7.5, "read_timeout": 4}, 4),  # the lower one, as the HTTP path reads
+    ],
+)
+def test_the_modules_bounds_become_hf_xets_own(run, store, xet, options, read):
+    """hf_xet reads its bounds from the environment (hf_xet.XetConfig, as its session is made): no byte within the
+    read timeout and a connection counts as stalled; download_retries retries of one request."""
+    kind, result = run(quant(store, allow_patterns=[SHARD], connect_timeout=3, download_retries=2, **options))
+    assert kind == "exit", result
+    assert xet.calls[0]["bounds"] == {"read_timeout": datetime.timedelta(seconds=read),
+                                      "connect_timeout": datetime.timedelta(seconds=3), "retry_max_attempts": 2}
+
+
+def test_the_tasks_environment_wins_over_the_modules_bounds(run, store, xet, monkeypatch):
+    monkeypatch.setenv("HF_XET_CLIENT_READ_TIMEOUT", "2m")
+    kind, result = run(quant(store, allow_patterns=[SHARD], stall_timeout=7.5, connect_timeout=3))
+    assert kind == "exit", result
+    assert xet.calls[0]["bounds"]["read_timeout"] == datetime.timedelta(minutes=2)
+    assert xet.calls[0]["bounds"]["connect_timeout"] == datetime.timedelta(seconds=3)
+
+
+def test_http_leaves_hf_xets_environment_alone(run, store, xet):
+    kind, result = run(quant(store, allow_patterns=[SHARD], transfer="http", stall_timeout=7.5))
+    assert kind == "exit", result
+    assert not any(name in os.environ for name in hub_download.XET_BOUNDS)
