@@ -246,3 +246,63 @@ def test_http_leaves_hf_xets_environment_alone(run, store, xet):
     kind, result = run(quant(store, allow_patterns=[SHARD], transfer="http", stall_timeout=7.5))
     assert kind == "exit", result
     assert not any(name in os.environ for name in hub_download.XET_BOUNDS)
+
+
+@pytest.fixture
+def xet_switch(monkeypatch, hub_server, hub_data):
+    """shard-2 of the SWITCH repo stored with Xet on the test Hub (revision b's bytes behind its Xet hash); hf_xet
+    enabled; xet_get faked as in ``xet``. Returns the fake: .fail (an exception to raise), .calls."""
+    path = "shard-2.safetensors"
+    xet_hash = "b7" * 32
+    data = hub_data.file_bytes(fixtures.SWITCH, path, fixtures.SWITCH_B)
+    monkeypatch.setattr(hf_constants, "HF_HUB_DISABLE_XET", False)
+    for name in hub_download.XET_BOUNDS:
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+    calls, fail = [], []
+
+    def fake_xet_get(*, incomplete_path, xet_file_data, headers, expected_size=None, tqdm_class=None, **_kwargs):
+        calls.append(xet_file_data.file_hash)
+        assert xet_file_data.file_hash == xet_hash
+        with open(incomplete_path, "wb") as handle:
+            handle.write(data[: len(data) // 2])
+            if fail:
+                raise fail[0]
+            handle.write(data[len(data) // 2 :])
+
+    monkeypatch.setattr(file_download, "xet_get", fake_xet_get)
+    fake_xet_get.mark = lambda: hub_server.xet.__setitem__(f"{fixtures.SWITCH}/{path}", xet_hash)
+    fake_xet_get.calls, fake_xet_get.fail, fake_xet_get.path = calls, fail, path
+    return fake_xet_get
+
+
+def switch_files(store):
+    """{path: bytes} of the store's files, its bookkeeping (.cache) left out."""
+    return {str(p.relative_to(store)): p.read_bytes() for p in store.rglob("*")
+            if p.is_file() and ".cache" not in p.relative_to(store).parts}
+
+
+def test_a_switch_stages_a_xet_file_and_a_failed_one_leaves_the_old_revision(run, store, hub_data, xet_switch):
+    """The switch is ours around the library: revision b's Xet file waits staged like any other, and a Xet
+    download that fails leaves revision a complete, with its manifest, until a run completes the switch."""
+    switch = {"repo_id": fixtures.SWITCH, "local_dir": str(store)}
+    kind, result = run({**switch, "revision": fixtures.SWITCH_A})
+    assert kind == "exit", result
+    before = switch_files(store)
+    xet_switch.mark()
+    xet_switch.fail.append(RuntimeError("Data processing error: CAS service error"))
+    kind, result = run({**switch, "revision": fixtures.SWITCH_B})
+    assert kind == "fail", result
+    assert result["kind"] == "xet" and f"still holds {fixtures.SWITCH_A} as it was" in result["msg"]
+    assert switch_files(store) == before  # the manifest included: a is as it was
+    assert len(xet_switch.calls) == 1
+
+    xet_switch.fail.clear()
+    kind, result = run({**switch, "revision": fixtures.SWITCH_B})
+    assert kind == "exit", result
+    assert result["xet_files"] == [xet_switch.path] and result["previous_commit"] == fixtures.SWITCH_A
+    after = switch_files(store)
+    expected = {path: hub_data.file_bytes(fixtures.SWITCH, path, fixtures.SWITCH_B)
+                for path in hub_data.expected_sha256(fixtures.SWITCH, fixtures.SWITCH_B)}
+    assert {path: data for path, data in after.items() if path != ".sparkfold-manifest.json"} == expected
+    assert json.loads(after[".sparkfold-manifest.json"])["commit"] == fixtures.SWITCH_B
