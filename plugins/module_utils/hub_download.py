@@ -47,11 +47,12 @@ from ansible_collections.sparkfold.cluster.plugins.module_utils.manifest import 
 
 try:
     from huggingface_hub import constants as hf_constants
+    from huggingface_hub import errors as hf_errors
     from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
     from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_stream_backoff
 except ImportError:  # pragma: no cover - reported by the module through HAS_HF
     get_hf_file_metadata = hf_hub_download = hf_hub_url = build_hf_headers = hf_raise_for_status = None
-    http_stream_backoff = hf_constants = None
+    http_stream_backoff = hf_constants = hf_errors = None
 
 TRANSIENT_HTTP_ERRORS = (http_lib.TransportError,) if http_lib is not None else (OSError,)
 LIBRARY_NAME = "sparkfold-hub_snapshot"
@@ -68,6 +69,15 @@ DEFAULT_DOWNLOAD_RETRIES = 5
 DEFAULT_MIN_RATE = 64 * 1024
 DEFAULT_RATE_WINDOW = 300.0
 TRANSFERS = ("auto", "http")
+# hf_xet's own bounds on a Xet download, which it reads from the environment when huggingface_hub makes its Xet
+# session (at the first Xet download of the process: hf_xet/src/py_xet_session.rs builds it with the default
+# config). huggingface/xet-core xet_config/src/groups/client.rs @58117e56fbfca833646070c1b0fc94320c4e3df4:
+# HF_XET_CLIENT_READ_TIMEOUT "Maximum time allowed between receiving data packets during a transfer ... If no data
+# is received for this duration, the connection is considered stalled"; HF_XET_CLIENT_CONNECT_TIMEOUT "Maximum time
+# allowed to establish a TCP connection"; HF_XET_CLIENT_RETRY_MAX_ATTEMPTS "Retry at most this many times before
+# permanently failing". Durations carry their unit: hf_xet 1.8.0 ignores a bare number (its XetConfig keeps the
+# default, 300 s for the read timeout), hence milliseconds.
+XET_BOUNDS = ("HF_XET_CLIENT_READ_TIMEOUT", "HF_XET_CLIENT_CONNECT_TIMEOUT", "HF_XET_CLIENT_RETRY_MAX_ATTEMPTS")
 
 Located = collections.namedtuple("Located", "location headers xet_hash")
 
@@ -77,6 +87,17 @@ def xet_available():
     if hf_constants is None or getattr(hf_constants, "HF_HUB_DISABLE_XET", False):
         return False
     return importlib.util.find_spec("hf_xet") is not None
+
+
+def _millis(seconds):
+    return f"{max(1, round(seconds * 1000))}ms"
+
+
+def xet_bounds(timeouts, stall_timeout, retries):
+    """hf_xet's environment for the module's bounds: the read timeout of the HTTP path (the lower of read_timeout and
+    stall_timeout), connect_timeout, and download_retries as the retries of one request."""
+    values = (_millis(min(timeouts.read, stall_timeout)), _millis(timeouts.connect), str(retries))
+    return dict(zip(XET_BOUNDS, values))
 
 
 def library_progress(on_bytes):
@@ -145,6 +166,9 @@ class Downloader:
         self.min_rate = min_rate
         self.rate_window = rate_window
         self.use_xet = transfer == "auto" and xet_available()
+        if self.use_xet:  # the task's environment wins: it names hf_xet's variables on purpose
+            for name, value in xet_bounds(timeouts, stall_timeout, retries).items():
+                os.environ.setdefault(name, value)
         self.downloaded = 0
         self.routes = {}  # path -> "xet" or "http", the route each fetched file took
         self._lock = threading.Lock()
@@ -216,10 +240,11 @@ class Downloader:
     def fetch_with_library(self, entry, partial, kind, digest):
         """A Xet-backed file: huggingface_hub's hf_hub_download (through hf_xet) into library_dir, then verified.
 
-        What the library does not do and this cannot add: a stall deadline or a minimum rate (hf_xet retries its
-        chunk fetches with timeouts of its own), and a resume across runs (hf_hub_download 2.4.0 deletes its
-        process-unique partial file when a download fails; a new run fetches the file again). Progress is
-        counted as hf_xet writes the file, through the library's public tqdm_class hook.
+        The module's bounds reach hf_xet through its environment (XET_BOUNDS, set in __init__): no byte within the
+        read timeout and a connection is stalled, download_retries retries of one request. What the library does
+        not do and this cannot add: a minimum rate over a window, and a resume across runs (hf_hub_download 2.4.0
+        deletes its process-unique partial file when a download fails; a new run fetches the file again).
+        Progress is counted as hf_xet writes the file, through the library's public tqdm_class hook.
         """
         path, size = entry["path"], entry["size"]
         seen = [0]
@@ -246,7 +271,18 @@ class Downloader:
             if is_timeout(exc):
                 raise HubError(describe_timeout(exc, f"{path}: downloading it through hf_xet", self.timeouts),
                                kind="timeout") from exc
-            raise describe_hub_error(exc, self.repo_id, self.revision, self.endpoint, self.token) from exc
+            if hf_errors is not None and isinstance(exc, hf_errors.HfHubHTTPError):  # the Hub's answers on the way
+                error = describe_hub_error(exc, self.repo_id, self.revision, self.endpoint, self.token)
+                raise HubError(f"{path}: {error.msg}", kind=error.kind) from exc
+            if isinstance(exc, OSError):  # the store's disk (ENOSPC stops the other downloads too): fetch_one says so
+                raise
+            raise HubError(
+                f"{path}: the Xet download (huggingface_hub's hf_hub_download through hf_xet) failed: "
+                f"{type(exc).__name__}: {exc}. hf_xet keeps no partial file: the next run fetches {path} again from "
+                "its first byte. Run again; if it fails again, set transfer=http to fetch it through the Hub's HTTP "
+                "bridge, with Range resumes and the stall bounds",
+                kind="xet",
+            ) from exc
         actual_size = os.path.getsize(got)
         actual = hash_file(got, kind, actual_size) if actual_size == size else None
         if actual != digest:

@@ -326,11 +326,15 @@ class HubSnapshot(SnapshotPlanner):
             )
         elif fetched:
             kept = (
-                f" The {fetched} files fetched were verified and kept; partial downloads are resumed by the next run. "
+                f" The {fetched} files fetched were verified and kept; partial HTTP downloads are resumed by the next "
+                "run (a Xet download starts again). "
                 f"{MARKED_INCOMPLETE}"
             )
         else:
-            kept = f" Partial downloads are kept and resumed by the next run. {MARKED_INCOMPLETE}"
+            kept = (
+                " Partial HTTP downloads are kept and resumed by the next run (a Xet download starts again). "
+                f"{MARKED_INCOMPLETE}"
+            )
         fatal = [exc for exc in errors if exc.kind in FATAL_KINDS]
         if fatal:
             return HubError(fatal[0].msg + "." + kept, kind=fatal[0].kind)

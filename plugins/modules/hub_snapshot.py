@@ -139,11 +139,19 @@ options:
         E(HF_HUB_DISABLE_XET=1) is set, go over HTTP as with V(http).
       - V(http) downloads every file with the module's own HTTP Range download through the Hub's
         C(/resolve) URL (the Hub's HTTP bridge for Xet files), one stream per file, O(max_workers) files at once.
-      - What V(auto) gives up on its Xet files, because huggingface_hub 2.4.0 cannot do it, stated exactly.
-        O(stall_timeout), O(min_rate) and O(download_retries) do not apply, since hf_xet retries its chunk fetches
-        with its own timeouts. A failed or killed Xet download is not resumed, since C(hf_hub_download) writes each
-        attempt to a process-unique C(.<uuid>.incomplete) file and deletes it on failure, so the next run fetches
-        that file again from its first byte. The progress file counts a Xet file's bytes as hf_xet writes them.
+      - On its Xet files, V(auto) hands the module's bounds to hf_xet, which reads them from the environment
+        (unless the task's environment sets them itself). The lower of O(stall_timeout) and O(read_timeout) becomes
+        E(HF_XET_CLIENT_READ_TIMEOUT), a connection that brings no byte for that long counts as stalled and times
+        out. O(connect_timeout) becomes E(HF_XET_CLIENT_CONNECT_TIMEOUT), and O(download_retries) becomes
+        E(HF_XET_CLIENT_RETRY_MAX_ATTEMPTS), the retries of one request before hf_xet fails the file.
+      - What V(auto) gives up on its Xet files, because huggingface_hub 2.4.0 and hf_xet cannot do it, stated
+        exactly. hf_xet's stall bound asks for any byte, not 1 MiB, within the time. O(min_rate) does not apply.
+        A failed or killed Xet download is not resumed, since C(hf_hub_download) writes each attempt to a
+        process-unique C(.<uuid>.incomplete) file and deletes it on failure, so the next run fetches that file
+        again from its first byte. The progress file counts a Xet file's bytes as hf_xet writes them.
+      - A Xet download that fails gives its file up with C(kind=xet) and a message that names the file and
+        hf_xet's error, says the next run fetches it again and that O(transfer=http) fetches it over HTTP instead;
+        an error of the Hub on the way (a refused token, a missing file) keeps its own kind, the file named.
       - The library's own HTTP path is not used. It would bring no speed (one stream per file, as here) and it
         lacks the Range resume across runs, the stall deadline and the bound on attempts without progress.
       - E(HF_XET_HIGH_PERFORMANCE=1) in the task's environment makes hf_xet try to saturate the network and use
@@ -160,6 +168,8 @@ options:
         is kept for the next run. An attempt makes progress when it brings 1 MiB, or the rest of the file; a CDN
         that sends a few KiB and then drops the connection every time does not.
       - Attempts are 1, 2, 4, 8 and 8 s apart.
+      - A Xet file under O(transfer=auto) is bounded by hf_xet instead, with this many retries of one request (see
+        O(transfer)).
     type: int
     default: 5
   min_rate:

@@ -40,7 +40,7 @@ def closed_port_url():
     return f"http://127.0.0.1:{port}"
 
 
-def playbook(tmp_path, endpoint, revision, follow=False):
+def playbook(tmp_path, endpoint, revision, follow=False, extra=None):
     store = tmp_path / "store"
     variables = {
         "ansible_python_interpreter": sys.executable,
@@ -69,6 +69,7 @@ def playbook(tmp_path, endpoint, revision, follow=False):
         "weights_copy_addresses": ["127.0.0.1"],
         "weights_progress_interval_s": 1,
         "weights_follow_branches": follow,
+        **(extra or {}),
     }
     path = tmp_path / "play.yml"
     path.write_text(
@@ -79,9 +80,9 @@ def playbook(tmp_path, endpoint, revision, follow=False):
     return path
 
 
-def run(tmp_path, endpoint, revision, check=True, follow=False):
-    result = run_playbook(playbook(tmp_path, endpoint, revision, follow), "localhost,", tmp_path,
-                          env={"HF_HOME": str(tmp_path / "hf-home")}, timeout=600)
+def run(tmp_path, endpoint, revision, check=True, follow=False, extra=None, env=None):
+    result = run_playbook(playbook(tmp_path, endpoint, revision, follow, extra), "localhost,", tmp_path,
+                          env={"HF_HOME": str(tmp_path / "hf-home"), **(env or {})}, timeout=600)
     if check:
         assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
     return result
@@ -215,3 +216,30 @@ def test_a_tag_pin_is_then_held_at_its_recorded_commit_without_the_hub(converged
     result = run(converged, closed_port_url(), "v1.0", check=False, follow=True)
     assert result.returncode != 0
     assert "the pin v1.0 is a branch or tag, not a full commit" in " ".join(result.stdout.split())
+
+
+def test_weights_transfer_chooses_the_path_of_a_xet_file(tmp_path, hub, hub_data):
+    """Issue 29: a shard the Hub marks as stored with Xet, hf_xet installed and enabled. With the default
+    (weights_transfer: auto) the real huggingface_hub takes its Xet path for it: it asks the Hub for a Xet read
+    token, which the test Hub (no Xet storage) does not serve, and the download fails naming the shard. With
+    weights_transfer: http the same shard comes over the Hub's HTTP bridge and the store is complete."""
+    shard = "model-00001-of-00003.safetensors"
+    xet_on = {"HF_HUB_DISABLE_XET": ""}  # the unit tests' environment disables Xet: enabled here, as on a node
+    hub.reset()
+    hub.xet[f"{fixtures.QUANT}/{shard}"] = "a5" * 32
+    try:
+        auto = run(tmp_path, hub.url, fixtures.QUANT_PIN, check=False, env=xet_on)
+        assert auto.returncode != 0, auto.stdout[-4000:]
+        assert f"{shard}: the Hub at {hub.url} answered 404" in auto.stdout, auto.stdout[-4000:]
+        assert any(path.startswith(f"/api/models/{fixtures.QUANT}/xet-read-token/") for _m, path in hub.requests)
+        assert not (tmp_path / "store" / shard).exists()
+
+        hub.reset()
+        hub.xet[f"{fixtures.QUANT}/{shard}"] = "a5" * 32
+        http = run(tmp_path, hub.url, fixtures.QUANT_PIN, extra={"weights_transfer": "http"}, env=xet_on)
+        assert recap(http.stdout)["changed"] > 0
+        assert not any("/xet-read-token/" in path for _m, path in hub.requests)
+        expected = hub_data.file_bytes(fixtures.QUANT, shard, fixtures.QUANT_PIN)
+        assert (tmp_path / "store" / shard).read_bytes() == expected
+    finally:
+        hub.reset()
