@@ -134,6 +134,7 @@ def recipe_cluster(heads, workers, hostvars, spec, worker_store='copy'):
     head_fabric_address = hosts[head]['plan'][0]['address']
     rendezvous = hosts[head]['management_address'] if topology == 'ring' else head_fabric_address
     plans = {host: hosts[host]['plan'] for host in nodes}
+    sources = weights_sources(nodes, topology, plans) if world > 1 else {}
     return {
         'head': head,
         'workers': nodes[1:],
@@ -144,7 +145,8 @@ def recipe_cluster(heads, workers, hostvars, spec, worker_store='copy'):
         'rendezvous_address': rendezvous,
         'worker_store': worker_store,
         'start_order': _start_order((spec.get('launch') or {}).get('order', 'followers_first'), world),
-        'sources': weights_sources(nodes, topology, plans) if world > 1 else {},
+        'sources': sources,
+        'waves': max((plan['wave'] for plan in sources.values()), default=0),
         'hosts': hosts,
     }
 
