@@ -40,7 +40,10 @@ PLAYBOOK = '''
   hosts: sparks
   gather_facts: false
   vars:
-    recipe_spec: {launch: {order: "{{ rank_order }}"}}
+    recipe_spec: {world: 4, launch: {order: "{{ rank_order }}"}}
+    # The start order as the recipe role computes it for the cluster.
+    recipe_cluster: >-
+      {{ ['spark-a'] | sparkfold.cluster.recipe_cluster(['spark-b', 'spark-c', 'spark-d'], hostvars, recipe_spec) }}
     recipe_world: 4
     recipe_nodes: [spark-a, spark-b, spark-c, spark-d]
     engine_service_unit_dir: "{{ units_root }}/{{ inventory_hostname }}"
@@ -84,6 +87,7 @@ def lab(tmp_path):
               vars:
                 ansible_connection: local
                 ansible_python_interpreter: {python}
+                fabric_rails: [{{name: rail0, interface: enp1s0f1np1, cidr: 192.168.100.0/24}}]
         """))
     (tmp_path / "play.yml").write_text(PLAYBOOK)
     return tmp_path, bin_dir, units

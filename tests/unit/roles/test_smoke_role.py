@@ -36,6 +36,7 @@ def smoke(pair, tmp_path, moved, extra=()):
     inventory.write_text(json.dumps({"all": {"children": {"head": {"hosts": {"localhost": host}}}}}))
     variables = {
         "recipe_nodes": ["localhost"],
+        "recipe_cluster": {"head": "localhost", "nodes": ["localhost"]},
         "recipe_api_port": pair.port,
         "recipe_api_served_name": "dsv41-sim",
         "recipe_api_key": "",

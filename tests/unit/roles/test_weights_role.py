@@ -45,6 +45,8 @@ def playbook(tmp_path, endpoint, revision, follow=False, extra=None):
     variables = {
         "ansible_python_interpreter": sys.executable,
         "recipe_spec": {"name": "unit-test"},
+        # One node: no worker, nothing to relay (the recipe role's recipe_cluster for a cluster of one).
+        "recipe_cluster": {"head": "localhost", "nodes": ["localhost"], "world": 1, "sources": {}, "waves": 0},
         "weights_repo_id": fixtures.QUANT,
         "weights_revision": revision,
         "weights_shards": 3,

@@ -203,7 +203,6 @@ def test_the_role_falls_back_to_the_defaults_of_the_roles_it_mirrors():
 
     doctor, cuda, fabric = defaults("doctor"), defaults("cuda"), defaults("fabric")
     mirrored = {
-        "doctor_fabric_mtu": ("fabric_mtu", fabric),
         "doctor_expected_speed_mbps": ("fabric_expected_speed_mbps", fabric),
         "doctor_neighbor_listen_s": ("fabric_neighbor_listen_s", fabric),
         "doctor_driver_branch": ("cuda_driver_branch", cuda), "doctor_nccl_package": ("cuda_nccl_package", cuda),
