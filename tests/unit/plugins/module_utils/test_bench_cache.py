@@ -159,3 +159,53 @@ def test_a_needle_that_failed_is_still_a_fail():
     (verdict,) = br.judge(NEEDLE_FIGURE, br.metrics({"needle": needle}), br.unmeasured({"needle": needle}))
     assert verdict["verdict"] == "below" and verdict["regression"] is True
     assert bf.needle_line(needle).startswith("needle 2000: FAIL, ")
+
+
+# How each engine refuses a prompt that does not fit its window (plugins/module_utils/engine_errors.py cites the
+# sources): the needle is then not measured either, with the server's own reason.
+REFUSALS = {
+    "tensorfold": {"error": {"message": "This server's maximum context length is 40000 tokens.",
+                             "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}},
+    "vllm": {"object": "error", "message": "This model's maximum context length is 40000 tokens. However, your request "
+             "has 50010 input tokens. Please reduce the length of the input messages.", "type": "BadRequestError",
+             "param": None, "code": 400},
+    "sglang": {"object": "error", "message": "The input (50010 tokens) is longer than the model's context length "
+               "(40000 tokens).", "type": "BadRequestError", "param": None, "code": 400},
+    "llama.cpp": {"error": {"code": 400, "message": "request (50010 tokens) exceeds the available context size "
+                            "(40000 tokens), try increasing it", "type": "exceed_context_size_error"}},
+}
+
+
+@pytest.mark.parametrize("engine", sorted(REFUSALS))
+def test_a_needle_the_server_refuses_for_lack_of_context_is_not_measured(engine):
+    # The bench could not read the served context (context_length None), so the prompt was sent and refused.
+    body = REFUSALS[engine]
+    with FakeEngine() as fake:
+        fake.route("POST", "/v1/chat/completions", lambda _body, n: (400, body))
+        counter = SimpleNamespace(method="estimate", exact=False, count=estimate_tokens)
+        needle = eb.run_needle(EngineClient(fake.url, model="m"), counter, 2000, context_length=None)
+    message = body["error"]["message"] if "error" in body else body["message"]
+    reason = f"the server refused the {needle['counted_tokens']}-token prompt for lack of context: {message}"
+    assert needle["skipped"] == reason and needle["passed"] is None and needle["found"] is None
+    results = {"needle": needle}
+    assert "needle.passed" not in br.metrics(results)
+    (verdict,) = br.judge(NEEDLE_FIGURE, br.metrics(results), br.unmeasured(results))
+    assert (verdict["verdict"], verdict["regression"], verdict["reason"]) == ("not measured", False,
+                                                                              "skipped: " + reason)
+    assert bf.needle_line(needle) == "needle 2000: not measured, skipped: " + reason
+    report = bt.render_markdown(results, {}, NEEDLE_FIGURE, [verdict], [])
+    assert f"| 2000 | - | - | - | not measured | skipped: {reason} |" in report
+    (row,) = _csv(results)
+    assert row["ok"] == "" and row["note"] == "skipped: " + reason
+
+
+def test_a_needle_refused_for_another_reason_is_still_a_fail():
+    body = {"error": {"message": "max_tokens must be an integer", "type": "invalid_request_error"}}
+    with FakeEngine() as fake:
+        fake.route("POST", "/v1/chat/completions", lambda _body, n: (400, body))
+        counter = SimpleNamespace(method="estimate", exact=False, count=estimate_tokens)
+        needle = eb.run_needle(EngineClient(fake.url, model="m"), counter, 2000, context_length=None)
+    assert needle["passed"] is False and needle["skipped"] is None
+    assert needle["detail"] == "POST /v1/chat/completions answered 400: max_tokens must be an integer"
+    (verdict,) = br.judge(NEEDLE_FIGURE, br.metrics({"needle": needle}), br.unmeasured({"needle": needle}))
+    assert verdict["regression"] is True
