@@ -310,8 +310,8 @@ measurements:
       C(prompt_tokens) and C(cached_tokens) (the streams' sums, None when the server says neither),
       C(mostly_cached) (streams with more than half of their prompt tokens from the cache), C(rounds).
     - C(needle) - C(target_tokens), C(prompt_tokens), C(cached_tokens), C(passed), C(found), C(expected),
-      C(detail), C(ttft_ms), C(skipped) (why it was not measured, that it does not fit the served context or that the server
-      refused it for lack of context; then C(passed) is null, never a FAIL); or null when not run.
+      C(detail), C(ttft_ms), C(skipped) (why it was not measured, that it does not fit the served context or
+      that the server refused it for lack of context; then C(passed) is null, never a FAIL); or null when not run.
   returned: success
   type: dict
   sample:
