@@ -103,6 +103,24 @@ def cache_note(prompt_tokens, cached_tokens, streams=None, flagged=None):
     return f"served mostly from the prompt cache: {cached_tokens} of {prompt_tokens} prompt tokens cached"
 
 
+def cache_mark(runs, noun="runs"):
+    """"served mostly from the prompt cache: 1 of 3 runs" for the ``runs`` (run dicts, or a concurrency point's rounds
+    with ``noun`` "rounds": a round counts when any of its streams was) of one row; None when none was."""
+    runs = list(runs or [])
+    if noun == "rounds":
+        flagged = [r for r in runs if r.get("mostly_cached")]
+        if not flagged:
+            return None
+        streams = sum(r.get("mostly_cached") or 0 for r in runs)
+        sent = sum(r.get("sent") or 0 for r in runs)
+        return (f"served mostly from the prompt cache: {len(flagged)} of {len(runs)} rounds "
+                f"({streams} of {sent} streams)")
+    flagged = [r for r in runs if mostly_cached(r.get("prompt_tokens"), r.get("cached_tokens"))]
+    if not flagged:
+        return None
+    return f"served mostly from the prompt cache: {len(flagged)} of {len(runs)} {noun}"
+
+
 def cache_rows(results):
     """Every timed run of ``results`` whose server said how many prompt tokens came from its cache, in phase order:
     dicts with ``row`` (``decode prose_t0 run 1``, ``concurrency 4 streams round 2``), ``phase``, ``prompt_tokens``,

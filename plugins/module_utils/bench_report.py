@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import fnmatch
 
+from ansible_collections.sparkfold.cluster.plugins.module_utils.bench_figures import cache_mark
+
 VERDICTS = ("within", "above", "below", "not measured")
 
 
@@ -117,6 +119,44 @@ def unmeasured(results):
     return out
 
 
+def cached(results):
+    """Which figures of ``results`` rest on runs served mostly from the prompt cache (bench_figures.mostly_cached):
+    {metric name: "served mostly from the prompt cache: 1 of 3 runs"}. Their TTFT and prefill hold little or no
+    prefill, so the verdict on them says so (:func:`judge`)."""
+    out = {}
+    decode_runs = []
+    for case in results.get("decode") or []:
+        decode_runs += case.get("runs") or []
+        mark = cache_mark(case.get("runs"))
+        if mark:
+            out[f"decode.{case['name']}.tok_s"] = out[f"decode.{case['name']}.ttft_ms"] = mark
+    mark = cache_mark(decode_runs)
+    if mark:
+        out["decode.ttft_ms"] = mark
+    for row in results.get("prefill") or []:
+        mark = cache_mark(row.get("runs"))
+        if mark:
+            out[f"prefill.{row['target_tokens']}.tok_s"] = out[f"prefill.{row['target_tokens']}.ttft_ms"] = mark
+    for row in results.get("depth") or []:
+        mark = cache_mark(row.get("runs"))
+        if mark:
+            out[f"depth.{row['depth_tokens']}.tok_s"] = out[f"depth.{row['depth_tokens']}.ttft_ms"] = mark
+    peak = metrics(results).get("concurrency.peak.streams")
+    for point in results.get("concurrency") or []:
+        mark = cache_mark(point.get("rounds") or [point], "rounds")
+        if mark:
+            for key in ("aggregate_tok_s", "per_stream_tok_s", "ttft_ms"):
+                out[f"concurrency.{point['streams']}.{key}"] = mark
+            if peak == point["streams"]:
+                out["concurrency.peak.aggregate_tok_s"] = mark
+    needle = results.get("needle")
+    if needle and not needle.get("skipped"):
+        mark = cache_mark([needle], "requests")
+        if mark:
+            out["needle.passed"] = out["needle.found_pct"] = mark
+    return out
+
+
 # --- judging ------------------------------------------------------------------------------------
 def check_expectations(expectations):
     """Problems of an expectations document (a list of strings; empty when it can be used)."""
@@ -195,15 +235,17 @@ def _natural(name):
     return [int(p) if p.isdigit() else 0 for p in name.split(".")], name
 
 
-def judge(expectations, measured, reasons=None):
+def judge(expectations, measured, reasons=None, cache=None):
     """One verdict per expected figure and matching metric.
 
     A verdict: ``id``, ``label``, ``metric``, ``measured`` (None when not measured), ``expected``,
     ``unit``, ``low``, ``high``, ``tolerance`` (text), ``better``, ``verdict`` (within / above / below /
-    not measured), ``regression`` (True when the verdict is on the worse side) and ``reason`` (why it was not
-    measured, from ``reasons``: :func:`unmeasured`; None when it was, or nobody said).
+    not measured), ``regression`` (True when the verdict is on the worse side), ``reason`` (why it was not
+    measured, from ``reasons``: :func:`unmeasured`; None when it was, or nobody said) and ``cached`` (that the
+    figure rests on runs served mostly from the prompt cache, from ``cache``: :func:`cached`; None otherwise).
     """
     reasons = reasons or {}
+    cache = cache or {}
     verdicts = []
     for fig in expectations.get("figures") or []:
         low, high, text = band(fig)
@@ -229,6 +271,7 @@ def judge(expectations, measured, reasons=None):
                 "regression": (verdict == "below" and better == "higher") or (verdict == "above" and better == "lower"),
                 "note": fig.get("note", ""),
                 "reason": reasons.get(name) if value is None else None,
+                "cached": cache.get(name) if value is not None else None,
             })
     return verdicts
 
@@ -260,6 +303,8 @@ def verdict_lines(verdicts):
     lines = []
     for v in verdicts:
         flag = " REGRESSION" if v["regression"] else (f" ({v['reason']})" if v.get("reason") else "")
+        if v.get("cached"):
+            flag += f" ({v['cached']})"
         lines.append(f"{v['verdict']:<12} {v['label']}: {fmt(v['measured'])} {v['unit']} "
                      f"(expected {fmt(v['expected'])} {v['tolerance']}){flag}")
     return lines

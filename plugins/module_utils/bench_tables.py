@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import io
 
-from ansible_collections.sparkfold.cluster.plugins.module_utils.bench_figures import cache_note, cache_rows
+from ansible_collections.sparkfold.cluster.plugins.module_utils.bench_figures import cache_mark, cache_note, cache_rows
 from ansible_collections.sparkfold.cluster.plugins.module_utils.bench_report import VERDICTS, fmt
 
 
@@ -48,11 +48,21 @@ def _aggregate(point):
 
 
 def _mark(verdict):
+    cached = f" (**{verdict['cached']}**)" if verdict.get("cached") else ""
     if verdict["regression"]:
-        return f"**{verdict['verdict']}** (regression)"
+        return f"**{verdict['verdict']}** (regression){cached}"
     if verdict.get("reason"):
         return f"{verdict['verdict']} ({verdict['reason']})"
-    return verdict["verdict"]
+    return verdict["verdict"] + cached
+
+
+def _cache_line(marks):
+    """A line under a phase table naming its rows served mostly from the prompt cache ([] when none was)."""
+    marks = [(name, mark) for name, mark in marks if mark]
+    if not marks:
+        return []
+    return ["Served mostly from the prompt cache (their TTFT holds little or no prefill): "
+            + "; ".join(f"{name}, {mark.split(': ', 1)[1]}" for name, mark in marks), ""]
 
 
 def _pct(part, whole):
@@ -139,8 +149,10 @@ def render_markdown(results, stamp, expectations, verdicts, plots):
     if verdicts:
         counts = {k: sum(1 for v in verdicts if v["verdict"] == k) for k in VERDICTS}
         n_reg = sum(1 for v in verdicts if v["regression"])
+        n_cached = sum(1 for v in verdicts if v.get("cached"))
+        cached = f"; {n_cached} figure(s) on runs served mostly from the prompt cache" if n_cached else ""
         out += [f"{counts['within']} within, {counts['above']} above, {counts['below']} below, "
-                f"{counts['not measured']} not measured; {n_reg} regression(s).", ""]
+                f"{counts['not measured']} not measured; {n_reg} regression(s){cached}.", ""]
         out += _table(["figure", "measured", "expected", "tolerance", "verdict"], [
             [v["label"], f"{fmt(v['measured'])} {v['unit']}".strip() if v["measured"] is not None else "-",
              f"{fmt(v['expected'])} {v['unit']}".strip(), v["tolerance"], _mark(v)] for v in verdicts
@@ -162,6 +174,7 @@ def render_markdown(results, stamp, expectations, verdicts, plots):
                     for c in results["decode"] for i, r in enumerate(c["runs"]) if not r["ok"] or r.get("garbled")]
         if problems:
             out += ["Failed or garbled runs: " + "; ".join(problems), ""]
+        out += _cache_line((c["name"], cache_mark(c["runs"])) for c in results["decode"])
 
     if results.get("prefill"):
         out += ["## Prefill ladder", ""]
@@ -170,7 +183,8 @@ def render_markdown(results, stamp, expectations, verdicts, plots):
             [r["target_tokens"], r.get("prompt_tokens") or "-", _runs_ok(r),
              "-" if r.get("ttft_ms") is None else f"{r['ttft_ms'] / 1000:.3f}", fmt(r.get("prefill_tok_s")),
              *_range((r.get("stats") or {}).get("prefill_tok_s")),
-             r.get("skipped") or r.get("error") or ("" if r.get("exact", True) else "length estimated")]
+             r.get("skipped") or _note(r.get("error"), cache_mark(r.get("runs")),
+                                       None if r.get("exact", True) else "length estimated") or ""]
             for r in results["prefill"]
         ])
 
@@ -183,7 +197,7 @@ def render_markdown(results, stamp, expectations, verdicts, plots):
             [r["depth_tokens"], r.get("prompt_tokens") or "-", _runs_ok(r), fmt(r["decode_tok_s"]["median"]),
              *_range(r["decode_tok_s"]),
              "-" if r["ttft_ms"]["median"] is None else f"{r['ttft_ms']['median'] / 1000:.3f}",
-             ("skipped: " + r["skipped"]) if r.get("skipped") else (r.get("error") or "")]
+             ("skipped: " + r["skipped"]) if r.get("skipped") else (_note(r.get("error"), cache_mark(r["runs"])) or "")]
             for r in results["depth"]
         ])
 
@@ -197,6 +211,8 @@ def render_markdown(results, stamp, expectations, verdicts, plots):
              "; ".join(f"{e['count']}x {e['error']}" for e in pt.get("errors") or []) or "-"]
             for pt in results["concurrency"]
         ])
+        out += _cache_line((f"{pt['streams']} streams", cache_mark(pt.get("rounds") or [pt], "rounds"))
+                           for pt in results["concurrency"])
         out += ["Aggregate = all output tokens / wall time from the first request sent to the last stream done, "
                 "so it includes a TTFT: at 1 stream it reads below the per-stream decode speed, which is timed "
                 "from the first token to the last. A round in which any stream failed has no aggregate.", ""]
@@ -212,7 +228,8 @@ def render_markdown(results, stamp, expectations, verdicts, plots):
             needle["target_tokens"], needle.get("prompt_tokens") or "-",
             f"{needle.get('found', 0)}/{needle.get('expected', 0)}",
             "-" if needle.get("ttft_ms") is None else f"{needle['ttft_ms'] / 1000:.3f}",
-            "PASS" if needle.get("passed") else "FAIL", needle.get("detail") or "",
+            "PASS" if needle.get("passed") else "FAIL",
+            _note(needle.get("detail"), cache_mark([needle], "requests")) or "",
         ]])
 
     if any(results.get(phase) for phase in ("decode", "prefill", "depth", "concurrency", "needle")):

@@ -51,6 +51,7 @@ from ansible_collections.sparkfold.cluster.plugins.module_utils.bench_requests i
     unique,
     warm_up,
 )
+from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_errors import context_refusal
 from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_needle import Needle
 from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_stream import together
 
@@ -255,8 +256,9 @@ def run_needle(client, counter, target_tokens, count=3, depths=None, seed=0, max
     """The needle test of the smoke checks (engine_needle) at ``target_tokens``, with TTFT.
 
     The prompt starts with a nonce of its own, so a second run does not find it in the server's cache. A prompt
-    that does not fit ``context_length`` with its reply is not sent: ``skipped`` says why and ``passed`` is None
-    (not measured, never a FAIL).
+    that does not fit ``context_length`` with its reply is not sent, and one the server refuses for lack of context
+    (engine_errors.context_refusal: its context unknown here, or the chat template's own tokens tipping the prompt
+    over) was not answered: either way ``skipped`` says why and ``passed`` is None (not measured, never a FAIL).
     """
     out = {"target_tokens": target_tokens, "prompt_tokens": None, "cached_tokens": None, "counted_tokens": None,
            "token_counter": counter.method, "passed": False, "found": 0, "expected": 0, "detail": None,
@@ -289,7 +291,11 @@ def run_needle(client, counter, target_tokens, count=3, depths=None, seed=0, max
     out["cached_tokens"] = res.cached_tokens
     out["ttft_ms"] = None if res.ttft_s is None else res.ttft_s * 1000.0
     out["reply_head"] = res.text[:300]
-    if not res.ok:
+    refused = None if res.ok else context_refusal(res.status, res.body)
+    if refused:
+        out.update(skipped=f"the server refused the {prompt.tokens}-token prompt for lack of context: {refused}",
+                   passed=None, found=None)
+    elif not res.ok:
         out["detail"] = res.error or f"status {res.status}"
     else:
         low = res.text.lower()

@@ -33,7 +33,9 @@ description:
     is half the output."
   - "Needle test (O(needle_tokens)): passphrases planted at depths of a long prompt must all come back in order
     (the smoke test's check, from the engine_needle module_utils). A prompt that does not fit the served context
-    with its reply is not sent: the needle is not measured (C(skipped) says why), never failed."
+    with its reply is not sent, and one the server refuses for lack of context (its context could not be read, or
+    the chat template's tokens tipped it over) was not answered: either way the needle is not measured
+    (C(skipped) says why), never failed."
   - "Prompt lengths are counted with the server's C(/tokenize) when it has one, else with O(tokenizer_path)
     (C(tokenizer.json)) when the python running the module has the C(tokenizers) package, else estimated at 4
     characters per token; C(token_counter) in RV(measurements) says which, and why the better ones were not used."
@@ -308,8 +310,8 @@ measurements:
       C(prompt_tokens) and C(cached_tokens) (the streams' sums, None when the server says neither),
       C(mostly_cached) (streams with more than half of their prompt tokens from the cache), C(rounds).
     - C(needle) - C(target_tokens), C(prompt_tokens), C(cached_tokens), C(passed), C(found), C(expected),
-      C(detail), C(ttft_ms), C(skipped) (why it was not sent; then C(passed) is null, not measured); or null when
-      not run.
+      C(detail), C(ttft_ms), C(skipped) (why it was not measured, that it does not fit the served context or
+      that the server refused it for lack of context; then C(passed) is null, never a FAIL); or null when not run.
   returned: success
   type: dict
   sample:
@@ -361,7 +363,8 @@ def main():
         context = engine_context(client)
     except EngineError as exc:
         context = None
-        module.warn(f"the server's context length could not be read ({exc}): no prompt is skipped for length")
+        module.warn(f"the server's context length could not be read ({exc}): no prompt is skipped for length "
+                    "before it is sent (a needle the server refuses for lack of context is not measured)")
 
     phases = [ph for ph in bench_setup.PHASES if ph in p["phases"]]
     counter = None

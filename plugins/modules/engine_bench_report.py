@@ -27,7 +27,8 @@ description:
     row adds up its streams', with their C(prompt_tokens)); a run served mostly from the cache says so in note."
   - "C(report.md) has a Prompt cache section - the cached prompt tokens per phase and every run served mostly from
     the cache (more than half of its prompt tokens; a concurrency round when any of its streams was), whose TTFT
-    and prefill figures hold little or no prefill."
+    and prefill figures hold little or no prefill. The phase tables mark those rows too, and the verdict of a figure
+    measured on them says so."
   - Marks each expected figure as within, above or below its tolerance; the side that is worse (below for a
     throughput, above for a time) is a regression, listed in RV(regressions). The module itself never fails on a
     regression; the C(sparkfold.cluster.bench) role does when C(bench_fail_on_regression) is set.
@@ -126,7 +127,8 @@ files:
 verdicts:
   description: One per expected figure and matching metric - C(id), C(label), C(metric), C(measured), C(expected),
     C(unit), C(low), C(high), C(tolerance), C(better), C(verdict) (within, above, below, not measured), C(regression),
-    C(reason) (why a figure was not measured, for example the needle skipped for lack of context; null otherwise).
+    C(reason) (why a figure was not measured, for example the needle skipped for lack of context; null otherwise),
+    C(cached) (that the figure rests on runs served mostly from the prompt cache, how many; null otherwise).
   returned: always
   type: list
   elements: dict
@@ -185,7 +187,8 @@ def main():
         if problems:
             module.fail_json(msg="the recipe's expected figures cannot be used: " + "; ".join(problems)
                                  + ". Fix the recipe file (roles/bench/files/recipes/) and run again")
-    verdicts = br.judge(expectations, br.metrics(results), br.unmeasured(results)) if expectations else []
+    verdicts = (br.judge(expectations, br.metrics(results), br.unmeasured(results), br.cached(results))
+                if expectations else [])
     regressions = br.regressions(verdicts)
     out = {"changed": False, "run_dir": run_dir, "files": [], "verdicts": verdicts, "regressions": regressions,
            "table": br.verdict_lines(verdicts)}

@@ -159,3 +159,140 @@ def test_a_needle_that_failed_is_still_a_fail():
     (verdict,) = br.judge(NEEDLE_FIGURE, br.metrics({"needle": needle}), br.unmeasured({"needle": needle}))
     assert verdict["verdict"] == "below" and verdict["regression"] is True
     assert bf.needle_line(needle).startswith("needle 2000: FAIL, ")
+
+
+# How each engine refuses a prompt that does not fit its window (plugins/module_utils/engine_errors.py cites the
+# sources): the needle is then not measured either, with the server's own reason.
+REFUSALS = {
+    "tensorfold": {"error": {"message": "This server's maximum context length is 40000 tokens.",
+                             "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}},
+    "vllm": {"object": "error", "message": "This model's maximum context length is 40000 tokens. However, your request "
+             "has 50010 input tokens. Please reduce the length of the input messages.", "type": "BadRequestError",
+             "param": None, "code": 400},
+    "sglang": {"object": "error", "message": "The input (50010 tokens) is longer than the model's context length "
+               "(40000 tokens).", "type": "BadRequestError", "param": None, "code": 400},
+    "llama.cpp": {"error": {"code": 400, "message": "request (50010 tokens) exceeds the available context size "
+                            "(40000 tokens), try increasing it", "type": "exceed_context_size_error"}},
+}
+
+
+@pytest.mark.parametrize("engine", sorted(REFUSALS))
+def test_a_needle_the_server_refuses_for_lack_of_context_is_not_measured(engine):
+    # The bench could not read the served context (context_length None), so the prompt was sent and refused.
+    body = REFUSALS[engine]
+    with FakeEngine() as fake:
+        fake.route("POST", "/v1/chat/completions", lambda _body, n: (400, body))
+        counter = SimpleNamespace(method="estimate", exact=False, count=estimate_tokens)
+        needle = eb.run_needle(EngineClient(fake.url, model="m"), counter, 2000, context_length=None)
+    message = body["error"]["message"] if "error" in body else body["message"]
+    reason = f"the server refused the {needle['counted_tokens']}-token prompt for lack of context: {message}"
+    assert needle["skipped"] == reason and needle["passed"] is None and needle["found"] is None
+    results = {"needle": needle}
+    assert "needle.passed" not in br.metrics(results)
+    (verdict,) = br.judge(NEEDLE_FIGURE, br.metrics(results), br.unmeasured(results))
+    assert (verdict["verdict"], verdict["regression"], verdict["reason"]) == ("not measured", False,
+                                                                              "skipped: " + reason)
+    assert bf.needle_line(needle) == "needle 2000: not measured, skipped: " + reason
+    report = bt.render_markdown(results, {}, NEEDLE_FIGURE, [verdict], [])
+    assert f"| 2000 | - | - | - | not measured | skipped: {reason} |" in report
+    (row,) = _csv(results)
+    assert row["ok"] == "" and row["note"] == "skipped: " + reason
+
+
+def test_a_needle_refused_for_another_reason_is_still_a_fail():
+    body = {"error": {"message": "max_tokens must be an integer", "type": "invalid_request_error"}}
+    with FakeEngine() as fake:
+        fake.route("POST", "/v1/chat/completions", lambda _body, n: (400, body))
+        counter = SimpleNamespace(method="estimate", exact=False, count=estimate_tokens)
+        needle = eb.run_needle(EngineClient(fake.url, model="m"), counter, 2000, context_length=None)
+    assert needle["passed"] is False and needle["skipped"] is None
+    assert needle["detail"] == "POST /v1/chat/completions answered 400: max_tokens must be an integer"
+    (verdict,) = br.judge(NEEDLE_FIGURE, br.metrics({"needle": needle}), br.unmeasured({"needle": needle}))
+    assert verdict["regression"] is True
+
+
+CACHED_FIGURES = {"figures": [
+    {"id": "decode", "label": "Decode", "metric": "decode.prose_t0.tok_s", "expected": 10, "tolerance_abs": 1e9},
+    {"id": "prefill", "label": "Prefill", "metric": "prefill.*.tok_s", "expected": 10, "tolerance_abs": 1e9},
+    {"id": "depth", "label": "Depth", "metric": "depth.*.tok_s", "expected": 10, "tolerance_abs": 1e9},
+    {"id": "aggregate", "label": "Aggregate", "metric": "concurrency.2.aggregate_tok_s", "expected": 10,
+     "tolerance_abs": 1e9},
+    {"id": "ttft", "label": "TTFT", "metric": "decode.ttft_ms", "expected": 100000, "tolerance_pct": 10,
+     "better": "lower"},
+]}
+
+
+def test_the_report_marks_every_row_and_figure_served_mostly_from_the_cache():
+    # A server that finds most of every prompt in its cache (llama.cpp's timings.cache_n): every phase's table marks
+    # its rows, and every figure judged on them says so beside its verdict, on the report and on the console.
+    reply = chat_chunks("The keeper lit the lamp and watched the sea")
+    reply[-2]["usage"]["prompt_tokens"] = 74
+    reply[-2]["timings"] = {"cache_n": 70, "prompt_n": 4}
+    completion = [{"choices": [{"index": 0, "text": "ready", "finish_reason": None}]},
+                  {"choices": [{"index": 0, "text": "", "finish_reason": "stop"}],
+                   "usage": {"prompt_tokens": 201, "completion_tokens": 1, "total_tokens": 202},
+                   "timings": {"cache_n": 180, "prompt_n": 21}}, "[DONE]"]
+    counter = SimpleNamespace(method="estimate", exact=False, count=estimate_tokens)
+    with FakeEngine() as fake:
+        fake.route("POST", "/v1/chat/completions", lambda body, n: (200, reply))
+        fake.route("POST", "/v1/completions", lambda body, n: (200, completion))
+        client = EngineClient(fake.url, model="m")
+        results = eb.run_phases(client, _params(
+            decode_cases=[{"name": "prose_t0", "prompt": "prose"}], decode_repeats=2, prefill_tokens=[200],
+            prefill_repeats=1, depth_tokens=[300], depth_limit=0, depth_max_tokens=8, concurrency_streams=[2],
+            concurrency_repeats=1, needle_tokens=400), list(eb_phases()), counter, None, None)
+    cache = br.cached(results)
+    assert cache == {
+        "decode.prose_t0.tok_s": "served mostly from the prompt cache: 2 of 2 runs",
+        "decode.prose_t0.ttft_ms": "served mostly from the prompt cache: 2 of 2 runs",
+        "decode.ttft_ms": "served mostly from the prompt cache: 2 of 2 runs",
+        "prefill.200.tok_s": "served mostly from the prompt cache: 1 of 1 runs",
+        "prefill.200.ttft_ms": "served mostly from the prompt cache: 1 of 1 runs",
+        "depth.300.tok_s": "served mostly from the prompt cache: 1 of 1 runs",
+        "depth.300.ttft_ms": "served mostly from the prompt cache: 1 of 1 runs",
+        "concurrency.2.aggregate_tok_s": "served mostly from the prompt cache: 1 of 1 rounds (2 of 2 streams)",
+        "concurrency.2.per_stream_tok_s": "served mostly from the prompt cache: 1 of 1 rounds (2 of 2 streams)",
+        "concurrency.2.ttft_ms": "served mostly from the prompt cache: 1 of 1 rounds (2 of 2 streams)",
+        "concurrency.peak.aggregate_tok_s": "served mostly from the prompt cache: 1 of 1 rounds (2 of 2 streams)",
+        "needle.passed": "served mostly from the prompt cache: 1 of 1 requests",
+        "needle.found_pct": "served mostly from the prompt cache: 1 of 1 requests",
+    }
+    verdicts = br.judge(CACHED_FIGURES, br.metrics(results), br.unmeasured(results), cache)
+    assert [(v["metric"], v["verdict"], v["cached"]) for v in verdicts] == [
+        ("decode.prose_t0.tok_s", "within", cache["decode.prose_t0.tok_s"]),
+        ("prefill.200.tok_s", "within", cache["prefill.200.tok_s"]),
+        ("depth.300.tok_s", "within", cache["depth.300.tok_s"]),
+        ("concurrency.2.aggregate_tok_s", "within", cache["concurrency.2.aggregate_tok_s"]),
+        ("decode.ttft_ms", "below", cache["decode.ttft_ms"]),
+    ]
+    assert br.verdict_lines(verdicts)[0].startswith("within       Decode: ")
+    assert br.verdict_lines(verdicts)[0].endswith(" (served mostly from the prompt cache: 2 of 2 runs)")
+    report = bt.render_markdown(results, {}, CACHED_FIGURES, verdicts, [])
+    assert "; 0 regression(s); 5 figure(s) on runs served mostly from the prompt cache." in report
+    assert "| ±1e+09 | within (**served mostly from the prompt cache: 2 of 2 runs**) |" in report
+    assert "| ±10% | below (**served mostly from the prompt cache: 2 of 2 runs**) |" in report
+    assert ("Served mostly from the prompt cache (their TTFT holds little or no prefill): prose_t0, 2 of 2 runs"
+            in report)
+    assert "| served mostly from the prompt cache: 1 of 1 runs; length estimated |" in report  # prefill
+    assert "| 300 | 74 | 1/1 | " in report and "| served mostly from the prompt cache: 1 of 1 runs |" in report
+    assert ("Served mostly from the prompt cache (their TTFT holds little or no prefill): 2 streams, 1 of 1 rounds "
+            "(2 of 2 streams)") in report
+    assert "FAIL | " in report and "; served mostly from the prompt cache: 1 of 1 requests |" in report  # needle
+
+
+def test_a_figure_not_served_from_the_cache_carries_no_mark():
+    cache = PrefixCache()
+    with cache.route(FakeEngine()) as fake:
+        client = EngineClient(fake.url, model="m")
+        results = eb.run_phases(client, _params(decode_cases=[{"name": "prose_t0", "prompt": "prose"}],
+                                                decode_repeats=2, concurrency_streams=[2], concurrency_repeats=1),
+                                ["decode", "concurrency"], None, None, None)
+    assert br.cached(results) == {}
+    verdicts = br.judge(CACHED_FIGURES, br.metrics(results), br.unmeasured(results), br.cached(results))
+    assert {v["cached"] for v in verdicts} == {None}
+    report = bt.render_markdown(results, {}, CACHED_FIGURES, verdicts, [])
+    assert "figure(s) on runs served mostly" not in report and "Served mostly from the prompt cache (" not in report
+
+
+def eb_phases():
+    return ("decode", "prefill", "depth", "concurrency", "needle")

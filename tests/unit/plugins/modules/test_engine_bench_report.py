@@ -256,3 +256,25 @@ def test_a_needle_skipped_for_lack_of_context_is_not_a_regression(run, args, tmp
     assert result["regressions"] == []
     report = (tmp_path / "r" / "report.md").read_text()
     assert "| not measured (skipped: a 65536-token prompt" in report
+
+
+def test_a_figure_on_runs_served_mostly_from_the_cache_says_so(run, args, tmp_path):
+    # Issue 31: the lab run as a server that found 70 of 74 prompt tokens of every prose_t0 run in its cache would
+    # leave it; the verdict on that figure, on the console and in the report, and its row in the table say so.
+    measurements = json.loads(json.dumps(args["measurements"]))
+    (case,) = [c for c in measurements["decode"] if c["name"] == "prose_t0"]
+    for one in case["runs"]:
+        one.update(prompt_tokens=74, cached_tokens=70)
+    kind, result, _w = run({"measurements": measurements, "expectations": args["recipe"]("lab"),
+                            "run_dir": str(tmp_path / "r"), "plots": False})
+    assert kind == "exit", result
+    mark = f"served mostly from the prompt cache: {len(case['runs'])} of {len(case['runs'])} runs"
+    marked = {v["metric"]: v["cached"] for v in result["verdicts"] if v.get("cached")}
+    assert marked == {"decode.prose_t0.tok_s": mark, "decode.ttft_ms": mark.replace(
+        f"of {len(case['runs'])}", f"of {sum(len(c['runs']) for c in measurements['decode'])}")}
+    assert any(line.startswith("within") and "prose, T=0" in line and line.endswith(f"({mark})")
+               for line in result["table"])
+    report = (tmp_path / "r" / "report.md").read_text()
+    assert f"| within (**{mark}**) |" in report
+    assert ("Served mostly from the prompt cache (their TTFT holds little or no prefill): prose_t0, "
+            f"{len(case['runs'])} of {len(case['runs'])} runs") in report
