@@ -200,7 +200,7 @@ def free_port_block(count, avoid=()):
     """The first of `count` consecutive free ports, below the kernel's ephemeral range (32768 and up), where a
     client socket of another test cannot take one of them between this check and the engine's listen."""
     rng = random.Random()
-    for _ in range(200):
+    for _attempt in range(200):
         base = rng.randrange(20000, 32768 - count)
         block = range(base, base + count)
         if any(port in avoid for port in block):

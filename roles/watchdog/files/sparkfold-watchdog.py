@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 # Copyright: (c) 2026, sparkfold developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The engine's watchdog: probe rank 0's health, restart the ranks in the recipe's order after N failures.

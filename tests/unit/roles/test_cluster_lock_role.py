@@ -82,7 +82,7 @@ def test_check_mode_writes_no_lease(tmp_path):
     (tmp_path / "inventory.yml").write_text(
         "all:\n  hosts:\n    node:\n      ansible_connection: local\n"
         f"      ansible_python_interpreter: {sys.executable}\n")
-    (tmp_path / "play.yml").write_text(PLAY.split("- name: What the watchdog")[0])
+    (tmp_path / "play.yml").write_text(PLAY.split("- name: What the watchdog", maxsplit=1)[0])
     proc = run_playbook(tmp_path / "play.yml", tmp_path / "inventory.yml", tmp_path,
                         ["--check", "-e", json.dumps({"cluster_lock_file": str(lock)})])
     assert proc.returncode == 0, proc.stdout[-3000:]
