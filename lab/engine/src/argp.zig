@@ -15,6 +15,11 @@ pub const Kind = enum {
     str,
     /// one integer (Python int())
     int,
+    /// one integer as vLLM's `human_readable_int` reads it (vllm-project/vllm vllm/engine/arg_utils.py
+    /// @99d7eb5d6a512cfcc5a2b104f24ebf2d6cda772b, the type of max_model_len, max_num_batched_tokens and
+    /// kv_cache_memory_bytes): a plain int, or a number with k/m/g (powers of 1000, decimals allowed) or K/M/G
+    /// (powers of 1024, whole numbers only); stored as the plain integer
+    hint,
     /// one float
     float,
     /// one JSON value (the type is json.loads: argparse calls it "loads")
@@ -122,8 +127,59 @@ fn lookup(arena: Allocator, table: []const Opt, o: Options, flag: []const u8) Al
     return .{ .ambiguous = try std.fmt.allocPrint(arena, "ambiguous option: {s} could match {s}", .{ flag, try std.mem.join(arena, ", ", names.items) }) };
 }
 
+/// vLLM's human_readable_int (see Kind.hint): the integer, or null when vLLM refuses the text.
+pub fn humanReadableInt(text: []const u8) ?i64 {
+    const value = std.mem.trim(u8, text, " \t\r\n");
+    if (value.len == 0) return null;
+    const last = value[value.len - 1];
+    const decimal: ?i64 = switch (last) {
+        'k' => 1000,
+        'm' => 1000_000,
+        'g' => 1000_000_000,
+        else => null,
+    };
+    const binary: ?i64 = switch (last) {
+        'K' => 1 << 10,
+        'M' => 1 << 20,
+        'G' => 1 << 30,
+        else => null,
+    };
+    if (decimal == null and binary == null) return std.fmt.parseInt(i64, value, 10) catch null;
+    const number = value[0 .. value.len - 1];
+    // the number part: digits, at most one '.', digits after it (r"(\d+(?:\.\d+)?)")
+    const dot = std.mem.findScalar(u8, number, '.');
+    const whole = if (dot) |d| number[0..d] else number;
+    const frac = if (dot) |d| number[d + 1 ..] else "";
+    if (whole.len == 0 or (dot != null and frac.len == 0)) return null;
+    for (whole) |c| if (!std.ascii.isDigit(c)) return null;
+    for (frac) |c| if (!std.ascii.isDigit(c)) return null;
+    if (decimal) |mult| {
+        const f = std.fmt.parseFloat(f64, number) catch return null;
+        const product = f * @as(f64, @floatFromInt(mult));
+        if (!(product < 9.0e18)) return null;
+        const n: i64 = @intFromFloat(product);
+        return n;
+    }
+    if (dot != null) return null; // "Do not allow decimals with binary multipliers"
+    const n = std.fmt.parseInt(i64, whole, 10) catch return null;
+    return std.math.mul(i64, n, binary.?) catch null;
+}
+
+test "vLLM's human-readable integers" {
+    try testing.expectEqual(@as(?i64, 600000), humanReadableInt("600k"));
+    try testing.expectEqual(@as(?i64, 25600), humanReadableInt("25.6k"));
+    try testing.expectEqual(@as(?i64, 2684354560), humanReadableInt("2560M"));
+    try testing.expectEqual(@as(?i64, 1024), humanReadableInt("1K"));
+    try testing.expectEqual(@as(?i64, 614400), humanReadableInt("614400"));
+    try testing.expectEqual(@as(?i64, null), humanReadableInt("1.5K"));
+    try testing.expectEqual(@as(?i64, null), humanReadableInt("600x"));
+    try testing.expectEqual(@as(?i64, null), humanReadableInt("k"));
+}
+
 fn checkValue(arena: Allocator, opt: *const Opt, value: []const u8) Allocator.Error!?[]const u8 {
     switch (opt.kind) {
+        .hint => if (humanReadableInt(value) == null)
+            return try std.fmt.allocPrint(arena, "argument {s}: invalid human_readable_int value: '{s}'", .{ opt.name, value }),
         .int, .ints => _ = std.fmt.parseInt(i64, std.mem.trim(u8, value, " "), 10) catch
             return try std.fmt.allocPrint(arena, "argument {s}: invalid int value: '{s}'", .{ opt.name, value }),
         .float => {
@@ -206,7 +262,9 @@ pub fn parse(arena: Allocator, table: []const Opt, o: Options, args: []const []c
                     break :blk args[i];
                 };
                 if (try checkValue(arena, opt, value)) |bad| return .{ .bad = bad };
-                try gop.value_ptr.append(arena, value);
+                // a human-readable int is kept as the plain integer vLLM makes of it
+                const stored = if (opt.kind == .hint) try std.fmt.allocPrint(arena, "{d}", .{humanReadableInt(value).?}) else value;
+                try gop.value_ptr.append(arena, stored);
             },
         }
     }

@@ -70,6 +70,31 @@ pub fn parseUint(comptime T: type, what: []const u8, text: []const u8) T {
     return std.fmt.parseInt(T, text, 10) catch refuse("{s} must be a non-negative integer, got '{s}'", .{ what, text });
 }
 
+/// The dsv41 engine's address of rank 0 (TF_TP_MASTER, the follower's MASTER_IP): four dot-separated decimal parts,
+/// each one byte, as bertholomus/TensorFold zig/src/families/dsv41/link.zig @03873553b56b51a916913447d4c244a300d36b59
+/// `parseIp` reads it ("192.0.2.7" as four bytes): no name (`localhost`), no IPv6. Its errors are the engine's:
+/// BadAddress for too few or too many parts, InvalidCharacter or Overflow for a part that is no byte.
+pub fn parseIpv4(text: []const u8) ![4]u8 {
+    var bytes: [4]u8 = undefined;
+    var parts = std.mem.splitScalar(u8, text, '.');
+    var n: usize = 0;
+    while (parts.next()) |part| : (n += 1) {
+        if (n == bytes.len) return error.BadAddress;
+        bytes[n] = try std.fmt.parseInt(u8, part, 10);
+    }
+    if (n != bytes.len) return error.BadAddress;
+    return bytes;
+}
+
+test "rank 0's address is four bytes, as link.zig's parseIp reads it" {
+    try std.testing.expectEqual([4]u8{ 192, 168, 100, 1 }, try parseIpv4("192.168.100.1"));
+    try std.testing.expectError(error.BadAddress, parseIpv4("192.168.100"));
+    try std.testing.expectError(error.BadAddress, parseIpv4("1.2.3.4.5"));
+    try std.testing.expectError(error.InvalidCharacter, parseIpv4("localhost"));
+    try std.testing.expectError(error.InvalidCharacter, parseIpv4("::1"));
+    try std.testing.expectError(error.Overflow, parseIpv4("192.168.100.256"));
+}
+
 /// Parses a literal IPv4/IPv6 address ("localhost" means 127.0.0.1). The simulator does no
 /// DNS: the recipes pass addresses.
 pub fn parseAddress(what: []const u8, host: []const u8, port: u16) Io.net.IpAddress {

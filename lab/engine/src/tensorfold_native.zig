@@ -107,6 +107,9 @@ pub fn main(init: std.process.Init) !u8 {
     const world = std.fmt.parseInt(u32, world_text, 10) catch refuse("TF_TP_WORLD={s}: " ++ not_ported, .{world_text});
     if (world != 2 and world != 4) refuse("TF_TP_WORLD={d}: " ++ not_ported, .{world});
     const master = env.str("TF_TP_MASTER") orelse refuse(no_master, .{});
+    // NATIVE: `link.parseIp(getenv("TF_TP_MASTER") orelse return error.NoMaster) catch return error.BadMaster`, both
+    // explained with the same words: an IPv4 literal only (common.parseIpv4).
+    _ = common.parseIpv4(master) catch refuse("TF_TP_MASTER={s}: " ++ no_master, .{master});
     const port_text = env.str("TF_TP_PORT") orelse "29620";
     const tp_port = std.fmt.parseInt(u16, port_text, 10) catch refuse("TF_TP_PORT={s} is not a port", .{port_text});
     if (tp_port == 0) refuse("TF_TP_PORT=0 is not a port", .{});

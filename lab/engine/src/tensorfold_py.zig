@@ -53,7 +53,9 @@ const usage =
     \\
 ;
 
-/// CLI's `serve` parser.
+/// The `serve` parser of TensorFold's Python CLI, flag by flag in its order, with its types and choices:
+/// ashhart/TensorFold src/tensorfold/cli_args.py @0b3f3bbb080a1ab5e90216c2fedb1288ef996717 (`build_parser`; the only
+/// stored version of the file; the tfpy recipe builds ashhart/TensorFold, whose parser this is).
 pub const table = [_]argp.Opt{
     .{ .name = "--host", .kind = .str },
     .{ .name = "--port", .kind = .int },
@@ -61,13 +63,15 @@ pub const table = [_]argp.Opt{
     .{ .name = "--alias", .kind = .str },
     .{ .name = "--vision", .kind = .flag },
     .{ .name = "--vision-urls", .kind = .flag },
+    .{ .name = "--vision-max-images", .kind = .int },
     .{ .name = "--context", .kind = .int },
     .{ .name = "--max-tokens", .kind = .int },
     .{ .name = "--temperature", .kind = .float },
     .{ .name = "--top-p", .kind = .float },
     .{ .name = "--top-k", .kind = .int },
+    .{ .name = "--min-p", .kind = .float },
     .{ .name = "--thinking", .kind = .boolopt },
-    .{ .name = "--reasoning-effort", .kind = .str, .choices = &.{ "low", "medium", "xhigh" } },
+    .{ .name = "--reasoning-effort", .kind = .str, .choices = &.{ "low", "medium", "high", "xhigh" } },
     .{ .name = "--thinking-budget", .kind = .int },
     .{ .name = "--no-drafts", .kind = .flag },
     .{ .name = "--drafter", .kind = .str },
@@ -77,11 +81,14 @@ pub const table = [_]argp.Opt{
     .{ .name = "--lane-kernels", .kind = .str, .choices = &.{ "auto", "on", "off" } },
     .{ .name = "--prompt-cache-gib", .kind = .float },
     .{ .name = "--checkpoint-slots", .kind = .int },
+    .{ .name = "--tail-checkpoint-tokens", .kind = .int },
     .{ .name = "--spill-gib", .kind = .float },
     .{ .name = "--snapshot-dir", .kind = .str },
     .{ .name = "--max-snapshots", .kind = .int },
     .{ .name = "--parallel", .kind = .str },
     .{ .name = "--decode-share", .kind = .float },
+    .{ .name = "--prefill-pass", .kind = .int },
+    .{ .name = "--pass-cache-gib", .kind = .float },
     .{ .name = "--mlx-cache-gib", .kind = .float },
     .{ .name = "--ssd-experts", .kind = .float },
     .{ .name = "--ple-on-ssd", .kind = .flag },
@@ -92,6 +99,8 @@ pub const table = [_]argp.Opt{
     .{ .name = "--master", .kind = .str },
     .{ .name = "--master-port", .kind = .int },
     .{ .name = "--kv-dtype", .kind = .str, .choices = &.{ "bf16", "int8", "int4" } },
+    .{ .name = "--prefill-fp8", .kind = .boolopt },
+    .{ .name = "--precision", .kind = .str, .choices = &.{ "checkpoint", "full" } },
 };
 
 /// The flags both ranks must share (RUN_SH builds both ranks' from one serve_args).

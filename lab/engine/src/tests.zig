@@ -10,4 +10,5 @@ test {
     _ = @import("rank_cache.zig");
     _ = @import("argp.zig");
     _ = @import("first_start.zig");
+    _ = @import("vllm_serve.zig");
 }

@@ -86,6 +86,8 @@ pub fn main(init: std.process.Init) !u8 {
 
     // prompt2d.zig `Fan.open` (store id 70185293164): follower g connects to PORT + g - 1, where rank 0 listens for it.
     if (@as(u32, port) + rank - 1 > std.math.maxInt(u16)) refuse("PORT {d} + RANK {d} - 1 is not a port", .{ port, rank });
+    // LANES: `.master = try dsv41.link.parseIp(args[5])`: an IPv4 literal only, else the error ends main.
+    _ = common.parseIpv4(o.master) catch |err| zigError(@errorName(err));
     const master = common.parseAddress("MASTER_IP", o.master, port + @as(u16, @intCast(rank - 1)));
     const found = model.check(io, arena, o.model);
     const cache = inputs.checkRankCache(io, arena, "CACHE_DIR", o.cache, o.model, rank, world);

@@ -88,12 +88,12 @@ pub const table = [_]argp.Opt{
     .{ .name = "--enable-flashinfer-autotune", .kind = .boolopt },
     .{ .name = "--hf-overrides", .kind = .json },
     .{ .name = "--quantization", .kind = .str, .short = "-q" },
-    .{ .name = "--max-model-len", .kind = .int },
+    .{ .name = "--max-model-len", .kind = .hint },
     .{ .name = "--gpu-memory-utilization", .kind = .float },
     .{ .name = "--max-num-seqs", .kind = .int },
-    .{ .name = "--max-num-batched-tokens", .kind = .int },
+    .{ .name = "--max-num-batched-tokens", .kind = .hint },
     .{ .name = "--long-prefill-token-threshold", .kind = .int },
-    .{ .name = "--kv-cache-memory-bytes", .kind = .int },
+    .{ .name = "--kv-cache-memory-bytes", .kind = .hint },
     .{ .name = "--kv-cache-dtype", .kind = .str },
     .{ .name = "--block-size", .kind = .int },
     .{ .name = "--speculative-config", .kind = .json },
@@ -134,6 +134,77 @@ fn gib(bytes: u64) f64 {
     return @as(f64, @floatFromInt(bytes)) / (1024.0 * 1024.0 * 1024.0);
 }
 
+/// vLLM's FlexibleArgumentParser (vllm-project/vllm vllm/utils/argparse_utils.py
+/// @c836a6feca5511c326b4369f6fd11cf72090665b, `parse_args`): a dotted option, `--speculative-config.method dspark` or
+/// `--speculative-config.num_speculative_tokens=3`, is one key of a JSON object: every dotted option of one name is
+/// merged into one (a later key replaces an earlier one; a key ending in `+` takes a comma-separated list), each value
+/// read as JSON when it parses and as a string when it does not, and the object is passed as `--name <json>` after
+/// the other arguments, where the option's own type (JSON for --speculative-config) reads it.
+fn dottedArgs(arena: std.mem.Allocator, args: []const []const u8) ![]const []const u8 {
+    var out: std.ArrayList([]const u8) = .empty;
+    var objects: std.StringArrayHashMapUnmanaged(std.json.ObjectMap) = .empty;
+    var i: usize = 0;
+    while (i < args.len) : (i += 1) {
+        const arg = args[i];
+        const eq = std.mem.findScalar(u8, arg, '=');
+        const flag = if (eq) |e| arg[0..e] else arg;
+        if (!std.mem.startsWith(u8, arg, "-") or std.mem.findScalar(u8, flag, '.') == null) {
+            try out.append(arena, arg);
+            continue;
+        }
+        var text: []const u8 = undefined;
+        if (eq) |e| text = arg[e + 1 ..] else {
+            if (i + 1 >= args.len) {
+                try out.append(arena, arg); // argparse says what is missing
+                continue;
+            }
+            i += 1;
+            text = args[i];
+        }
+        var path = flag;
+        var value: std.json.Value = undefined;
+        if (std.mem.endsWith(u8, path, "+")) {
+            path = path[0 .. path.len - 1];
+            var list = std.json.Array.init(arena);
+            var items = std.mem.splitScalar(u8, text, ',');
+            while (items.next()) |item| try list.append(.{ .string = item });
+            value = .{ .array = list };
+        } else {
+            value = std.json.parseFromSliceLeaky(std.json.Value, arena, text, .{}) catch .{ .string = text };
+        }
+        var keys = std.mem.splitScalar(u8, path, '.');
+        const name = keys.next().?;
+        const gop = try objects.getOrPut(arena, name);
+        if (!gop.found_existing) gop.value_ptr.* = .empty;
+        var object = gop.value_ptr;
+        var key = keys.next().?;
+        while (keys.next()) |next| {
+            const inner = try object.getOrPut(arena, key);
+            if (!inner.found_existing or inner.value_ptr.* != .object) inner.value_ptr.* = .{ .object = .empty };
+            object = &inner.value_ptr.object;
+            key = next;
+        }
+        try object.put(arena, key, value);
+    }
+    var it = objects.iterator();
+    while (it.next()) |entry| {
+        try out.append(arena, entry.key_ptr.*);
+        try out.append(arena, try std.json.Stringify.valueAlloc(arena, std.json.Value{ .object = entry.value_ptr.* }, .{}));
+    }
+    return out.items;
+}
+
+test "dotted options are one JSON object, as FlexibleArgumentParser makes them" {
+    var arena_state = std.heap.ArenaAllocator.init(std.testing.allocator);
+    defer arena_state.deinit();
+    const a = arena_state.allocator();
+    const got = try dottedArgs(a, &.{ "/model", "--speculative-config.method", "dspark", "--port", "8888", "--speculative-config.num_speculative_tokens=3" });
+    try std.testing.expectEqual(@as(usize, 5), got.len);
+    try std.testing.expectEqualStrings("--port", got[1]);
+    try std.testing.expectEqualStrings("--speculative-config", got[3]);
+    try std.testing.expectEqualStrings("{\"method\":\"dspark\",\"num_speculative_tokens\":3}", got[4]);
+}
+
 pub fn main(init: std.process.Init) !u8 {
     const io = init.io;
     const arena = init.arena.allocator();
@@ -148,7 +219,7 @@ pub fn main(init: std.process.Init) !u8 {
         std.debug.print("usage: vllm [-h] [-v] {{serve}} ...\nvllm: error: the lab simulates `vllm serve` only\n", .{});
         return common.exit_refused;
     }
-    const p = switch (try argp.parse(arena, &table, .{ .prog = "vllm serve", .positional = "model_tag", .abbrev = false, .underscores = true }, args[2..])) {
+    const p = switch (try argp.parse(arena, &table, .{ .prog = "vllm serve", .positional = "model_tag", .abbrev = false, .underscores = true }, try dottedArgs(arena, args[2..]))) {
         .help => {
             std.debug.print("{s}", .{usage});
             return 0;

@@ -322,6 +322,12 @@ RANK0_REFUSALS = {
     "TF_TP_WORLD=1": (_set("TF_TP_WORLD", "1"), lambda c: f"TF_TP_WORLD=1: {NOT_PORTED}"),
     "no TF_TP_MASTER": (_drop("TF_TP_MASTER"), lambda c: "set TF_TP_MASTER to rank 0's fabric address (rank 1: "
                         "tf-dsv41-lanes MODEL CACHE 1 2 MASTER PORT KIT; ranks 1-3 of four: ... G 4 ...)"),
+    # NATIVE: `link.parseIp(getenv("TF_TP_MASTER") ...) catch return error.BadMaster` (link.zig @03873553: four
+    # decimal bytes), explained as a missing one: no name, no IPv6.
+    "TF_TP_MASTER localhost": (_set("TF_TP_MASTER", "localhost"), lambda c: "TF_TP_MASTER=localhost: set TF_TP_MASTER "
+                               "to rank 0's fabric address"),
+    "TF_TP_MASTER IPv6": (_set("TF_TP_MASTER", "::1"), lambda c: "TF_TP_MASTER=::1: set TF_TP_MASTER to rank 0's "
+                          "fabric address"),
     "--parallel 5 with the default streams": (
         lambda c: c.rank0_env.pop("TF_DS_STREAMS") and c.args.extend(["--parallel", "5"]),
         lambda c: "this engine serves TF_DS_STREAMS streams at once (default 4): --parallel at most that"),
@@ -384,6 +390,10 @@ def test_follower_parses_pairs_as_lanes_main_does(pair):
         assert (done.returncode, done.stderr.strip()) == (1, "error: BadArgument"), extra
     done = pair.run_follower(args=[*base, "--pool", "many"])
     assert (done.returncode, done.stderr.strip()) == (1, "error: InvalidCharacter")
+    # LANES: `.master = try dsv41.link.parseIp(args[5])` (link.zig @03873553): MASTER_IP is four decimal bytes
+    for master, error in (("localhost", "InvalidCharacter"), ("::1", "InvalidCharacter"), ("192.0.2", "BadAddress")):
+        done = pair.run_follower(args=[*base[:5], master, *base[6:]])
+        assert (done.returncode, done.stderr.strip()) == (1, f"error: {error}"), master
 
 
 def _follower_change(c, key, value=None):

@@ -75,6 +75,20 @@ def test_rank1_then_rank0_serve(bins, tmp_path):
         stop(rank0, rank1)
 
 
+def test_rank0_takes_the_flags_the_real_parser_takes(bins, tmp_path):
+    """ashhart/TensorFold src/tensorfold/cli_args.py @0b3f3bb: `--reasoning-effort` chooses from low, medium, high and
+    xhigh; `--min-p`, `--vision-max-images`, `--prefill-fp8`/`--no-prefill-fp8` and `--precision` are its flags too."""
+    model = make_model(tmp_path / "model")
+    mport, hport = free_port(), free_port()
+    rank1 = start(bins, serve_args(model, 1, mport, 0))
+    rank0 = start(bins, [*serve_args(model, 0, mport, hport), "--reasoning-effort", "high", "--min-p", "0.05",
+                         "--vision-max-images", "2", "--no-prefill-fp8", "--precision", "full"])
+    try:
+        assert wait_until(lambda: up(hport), 15), rank0.stderr.read() if rank0.poll() is not None else "no /health"
+    finally:
+        stop(rank0, rank1)
+
+
 def test_one_rank_with_the_api_key(bins, tmp_path):
     model = make_model(tmp_path / "model")
     hport = free_port()
@@ -118,6 +132,10 @@ def test_refusals(bins, tmp_path):
                                              "--max-tokens, --max-snapshots, --master, --master-port")
     refused(run(bins, [*base, "--tp", "4"]), "argument --tp: invalid choice: 4 (choose from 1, 2)")
     refused(run(bins, [*base, "--kv-dtype", "fp8"]), "argument --kv-dtype: invalid choice: 'fp8'")
+    # ashhart/TensorFold src/tensorfold/cli_args.py @0b3f3bb: choices=("low", "medium", "high", "xhigh")
+    refused(run(bins, [*base, "--reasoning-effort", "max"]),
+            "argument --reasoning-effort: invalid choice: 'max' (choose from low, medium, high, xhigh)")
+    refused(run(bins, [*base, "--precision", "half"]), "argument --precision: invalid choice: 'half'")
     refused(run(bins, [*base, "--port", "x"]), "argument --port: invalid int value: 'x'")
     refused(run(bins, ["--tp", "2"]), "the following arguments are required: model")
     refused(run(bins, [model, "--tp", "2", "--rank", "1"]),

@@ -163,6 +163,43 @@ def test_a_worker_with_other_engine_arguments_is_refused(bins, inputs):
         stop(head)
 
 
+def test_max_model_len_600k_is_600000_as_vllm_reads_it(bins, inputs):
+    """vllm-project/vllm vllm/engine/arg_utils.py @99d7eb5: max_model_len, max_num_batched_tokens and
+    kv_cache_memory_bytes take `human_readable_int` (k = 1000, K = 1024; decimals only with k/m/g)."""
+    model = inputs[0]
+    hport = free_port()
+    head = start(bins, [model, "--port", str(hport), "--host", HOST, "--max-model-len", "600k",
+                        "--max-num-batched-tokens", "1K"])
+    try:
+        assert wait_until(lambda: healthy(hport), 10), head.stderr.read() if head.poll() is not None else "no /health"
+        status, models = request(hport, "GET", "/v1/models")
+        assert status == 200 and models["data"][0]["max_model_len"] == 600000
+    finally:
+        stop(head)
+    refused(run(bins, [model, "--max-model-len", "1.5K"]),
+            "vllm serve: error: argument --max-model-len: invalid human_readable_int value: '1.5K'")
+    # 2G is 2 GiB: the pool check reads the same bytes as 2147483648 (test_bad_inputs_and_a_pool_too_small)
+    model_engram = vllm_args(model, inputs[1], 0, free_port(), free_port())
+    done = run(bins, [*model_engram, "--kv-cache-memory-bytes", "2G", "--max-model-len", "700k"])
+    refused(done, "the estimated maximum model length is 619584.", 1)
+
+
+def test_dotted_speculative_config_is_one_json_object(bins, inputs):
+    """vllm-project/vllm vllm/utils/argparse_utils.py @c836a6f (FlexibleArgumentParser.parse_args): dotted options of
+    one name are merged into one JSON object, each value JSON when it parses."""
+    model = inputs[0]
+    hport = free_port()
+    head = start(bins, [model, "--port", str(hport), "--host", HOST, "--max-model-len", "4096",
+                        "--speculative-config.method", "dspark", "--speculative-config.num_speculative_tokens=3"])
+    try:
+        assert wait_until(lambda: healthy(hport), 10), head.stderr.read() if head.poll() is not None else "no /health"
+    finally:
+        stop(head)
+    # the object is what --speculative-config reads: without a method it is refused as the JSON one is
+    refused(run(bins, [model, "--max-model-len", "4096", "--speculative-config.num_speculative_tokens", "3"]),
+            '--speculative-config must be a JSON object with a "method", got {"num_speculative_tokens":3}', 1)
+
+
 def test_bad_inputs_and_a_pool_too_small(bins, inputs, tmp_path):
     model, engram = inputs
     base = vllm_args(model, engram, 0, free_port(), free_port())
