@@ -70,6 +70,9 @@ pub fn main(init: std.process.Init) !u8 {
     const rank = parseNumber(u32, o.rank_text);
     const world = parseNumber(u32, o.world_text);
     const port = parseNumber(u16, o.port_text);
+    // LANES: `.master = try dsv41.link.parseIp(args[5])`, read with the other arguments before anything is logged:
+    // an IPv4 literal only, else the error ends main.
+    _ = common.parseIpv4(o.master) catch |err| zigError(@errorName(err));
     common.log_tag = try std.fmt.allocPrint(arena, "tf-dsv41-lanes[rank {d}]", .{rank});
     if (world != 2 and world != 4) refuse("WORLD {d}: the native DeepSeek-V4.1 engine runs tensor parallel over two GPUs or the four nodes of the 2D split (WORLD 2 or 4)", .{world});
     if (rank < 1 or rank >= world) refuse("RANK must be in 1..{d} for a follower, got {d}", .{ world - 1, rank });
@@ -86,8 +89,6 @@ pub fn main(init: std.process.Init) !u8 {
 
     // prompt2d.zig `Fan.open` (store id 70185293164): follower g connects to PORT + g - 1, where rank 0 listens for it.
     if (@as(u32, port) + rank - 1 > std.math.maxInt(u16)) refuse("PORT {d} + RANK {d} - 1 is not a port", .{ port, rank });
-    // LANES: `.master = try dsv41.link.parseIp(args[5])`: an IPv4 literal only, else the error ends main.
-    _ = common.parseIpv4(o.master) catch |err| zigError(@errorName(err));
     const master = common.parseAddress("MASTER_IP", o.master, port + @as(u16, @intCast(rank - 1)));
     const found = model.check(io, arena, o.model);
     const cache = inputs.checkRankCache(io, arena, "CACHE_DIR", o.cache, o.model, rank, world);
