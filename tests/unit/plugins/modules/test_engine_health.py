@@ -35,7 +35,8 @@ def test_ready_pair_with_chat_check(run, pair):
     assert result["health"]["ok"] is True and result["health"]["backend"] == "tensorfold"
     assert result["streams"] == {"decoding": 0, "prefilling": 0, "max": 2} and warnings == []
     assert result["models"] == ["dsv41-sim"] and result["reply"] == "17 * 23 = 391"
-    assert 0 < result["ttft_s"] < 0.5 and 70 < result["decode_tok_s"] < 130
+    # lower bounds and wide rate bounds only: a loaded CI machine stretches time, never shrinks it
+    assert result["ttft_s"] >= 0.01 and 25 < result["decode_tok_s"] < 200
 
 
 def test_check_mode_probes_too(run, pair):
