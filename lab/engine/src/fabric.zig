@@ -477,6 +477,9 @@ pub const Follower = struct {
     connect_timeout_ms: i64,
     stream: net.Stream = undefined,
     last_seen_ms: std.atomic.Value(i64) = .init(0),
+    /// The error the real follower's `Model.open` returns once the ranks are linked (rank 0 welcomed this one),
+    /// ending its main as `error: <name>`, exit 1: `NoEngramTables` without --engram (see tf_dsv41_lanes.zig).
+    load_error: ?[]const u8 = null,
 
     /// Never returns: runs until rank 0 goes away, then exits non-zero.
     pub fn run(f: *Follower) noreturn {
@@ -519,6 +522,10 @@ pub const Follower = struct {
             std.process.exit(common.exit_peer_lost);
         }
         log("joined rank 0 at {f} as rank {d} of {d}", .{ f.master, f.rank, f.world });
+        if (f.load_error) |name| {
+            std.debug.print("error: {s}\n", .{name});
+            std.process.exit(common.exit_peer_lost);
+        }
         f.last_seen_ms.store(common.nowMs(io), .release);
         spawn(followerHeartbeat, .{f});
         spawn(followerWatchdog, .{f});

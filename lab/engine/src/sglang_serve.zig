@@ -15,6 +15,8 @@
 //!
 //! Refusals:
 //!   - argparse's (usage `launch_server.py [-h] ...`), `launch_server.py: error: unrecognized arguments: ...`,
+//!     and `argument --attention-backend: invalid choice: 'x' (choose from ...)` for the choice lists below
+//!     (--load-format, --attention-backend, --moe-runner-backend, --fp8-gemm-backend, from server_args.py @001067ff),
 //!     exit 2. The lab knows the flags boot.py builds and the recipe's EXTRA_SGLANG_ARGS (real SGLang has many
 //!     more); abbreviations are expanded as argparse does (boot.py passes `--tp`, an abbreviation of --tp-size).
 //!   - boot.py's (AssertionError, exit 1): "OFFLOAD_MODE must be nvme or ram", "Context must be 4096 through the
@@ -55,7 +57,34 @@ const usage =
     \\
 ;
 const pip_nccl = "/opt/sglang/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2";
-const load_formats = [_][]const u8{ "auto", "pt", "safetensors", "npcache", "dummy", "sharded_state", "gguf", "bitsandbytes", "layered", "remote", "remote_instance" };
+// The choice lists of SGLang's parser (SRV = sgl-project/sglang python/sglang/srt/server_args.py
+// @001067fffe33427bee0ed2f007fb7551a1d76b44, the stored version nearest the image; the recipe's image is the moving tag
+// lmsysorg/sglang:dev-dsv41, whose commit no source names: UNVERIFIED pin), each in SRV's order, as argparse lists it:
+// `--load-format` LOAD_FORMAT_CHOICES, `--attention-backend` ATTENTION_BACKEND_CHOICES (`attention_backend: A[...,
+// Arg(choices=ATTENTION_BACKEND_CHOICES)]`), `--moe-runner-backend` MOE_RUNNER_BACKEND_CHOICES, `--fp8-gemm-backend`
+// FP8_GEMM_RUNNER_BACKEND_CHOICES (`cli_name="--fp8-gemm-backend", choices=FP8_GEMM_RUNNER_BACKEND_CHOICES`). A name
+// outside them is argparse's `argument --attention-backend: invalid choice: 'x' (choose from ...)`, exit 2.
+const load_formats = [_][]const u8{
+    "auto",        "pt",             "safetensors", "npcache", "dummy",    "sharded_state", "presharded",      "gguf",
+    "expert_pack", "bitsandbytes",   "mistral",     "layered", "flash_rl", "remote",        "remote_instance", "fastsafetensors",
+    "private",     "runai_streamer",
+};
+pub const attention_backends = [_][]const u8{
+    "triton",            "torch_native",       "flex_attention", "dsa",        "nsa",                   "dsv4",
+    "compressed",        "cutlass_mla",        "fa3",            "fa4",        "flashinfer",            "flashmla",
+    "trtllm_mla",        "cutedsl_mla",        "tokenspeed_mla", "trtllm_mha", "dual_chunk_flash_attn", "hpc_ops",
+    "minicpm_flashattn", "minicpm_flashinfer", "aiter",          "wave",       "intel_amx",             "ascend",
+    "intel_xpu",
+};
+pub const moe_runner_backends = [_][]const u8{
+    "auto",                    "deep_gemm",                "triton",             "triton_kernel",    "flashinfer_trtllm",
+    "experimental_sgl_trtllm", "flashinfer_trtllm_routed", "flashinfer_cutlass", "flashinfer_mxfp4", "flashinfer_cutedsl",
+    "cutlass",                 "aiter",                    "marlin",             "humming",          "experimental_sgl_marlin",
+    "hpc_ops",                 "megamoe",
+};
+pub const fp8_gemm_backends = [_][]const u8{
+    "auto", "deep_gemm", "flashinfer_trtllm", "flashinfer_cutlass", "flashinfer_deepgemm", "flashinfer_cutedsl", "cutlass", "triton", "aiter",
+};
 
 /// The flags the lab knows: the ones BOOT builds, the recipe's EXTRA_SGLANG_ARGS and a few common ones.
 pub const table = [_]argp.Opt{
@@ -66,8 +95,8 @@ pub const table = [_]argp.Opt{
     .{ .name = "--tp-size", .kind = .int, .short = "--tensor-parallel-size" },
     .{ .name = "--ep-size", .kind = .int, .short = "--expert-parallel-size" },
     .{ .name = "--pp-size", .kind = .int, .short = "--pipeline-parallel-size" },
-    .{ .name = "--attention-backend", .kind = .str },
-    .{ .name = "--moe-runner-backend", .kind = .str },
+    .{ .name = "--attention-backend", .kind = .str, .choices = &attention_backends },
+    .{ .name = "--moe-runner-backend", .kind = .str, .choices = &moe_runner_backends },
     .{ .name = "--mem-fraction-static", .kind = .float },
     .{ .name = "--chunked-prefill-size", .kind = .int },
     .{ .name = "--context-length", .kind = .int },
@@ -89,7 +118,7 @@ pub const table = [_]argp.Opt{
     .{ .name = "--nnodes", .kind = .int },
     .{ .name = "--node-rank", .kind = .int },
     .{ .name = "--dist-init-addr", .kind = .str },
-    .{ .name = "--fp8-gemm-backend", .kind = .str },
+    .{ .name = "--fp8-gemm-backend", .kind = .str, .choices = &fp8_gemm_backends },
     .{ .name = "--watchdog-timeout", .kind = .float },
     .{ .name = "--min-free-slots-delay", .kind = .int },
     .{ .name = "--sleep-on-idle", .kind = .flag },
@@ -99,10 +128,10 @@ pub const table = [_]argp.Opt{
 
 /// The arguments every node must share (a worker whose digest differs is refused).
 const shared = [_][]const u8{
-    "--tp-size",              "--ep-size",              "--pp-size",                       "--nnodes",
-    "--context-length",       "--max-total-tokens",     "--chunked-prefill-size",          "--max-running-requests",
-    "--mem-fraction-static",  "--speculative-algorithm", "--speculative-dspark-block-size", "--load-format",
-    "--moe-runner-backend",   "--attention-backend",    "--dist-init-addr",
+    "--tp-size",             "--ep-size",               "--pp-size",                       "--nnodes",
+    "--context-length",      "--max-total-tokens",      "--chunked-prefill-size",          "--max-running-requests",
+    "--mem-fraction-static", "--speculative-algorithm", "--speculative-dspark-block-size", "--load-format",
+    "--moe-runner-backend",  "--attention-backend",     "--dist-init-addr",
 };
 
 var fatal_state: common.Fatal = .{};
@@ -136,24 +165,24 @@ fn bootArgs(io: std.Io, arena: std.mem.Allocator, env: common.Env) ![]const []co
     const max_req = env.str("MAX_RUNNING_REQUESTS") orelse "4";
     var args: std.ArrayList([]const u8) = .empty;
     try args.appendSlice(arena, &.{
-        "--model-path",           model_path,
-        "--served-model-name",    env.str("SERVED_MODEL_NAME") orelse "deepseek-v4.1-flash",
-        "--trust-remote-code",    "--load-format",
-        "safetensors",            "--tp",
-        tp,                       "--ep-size",
-        env.str("EP_SIZE") orelse tp, "--attention-backend",
-        env.str("ATTENTION_BACKEND") orelse "dsv4", "--moe-runner-backend",
+        "--model-path",                                          model_path,
+        "--served-model-name",                                   env.str("SERVED_MODEL_NAME") orelse "deepseek-v4.1-flash",
+        "--trust-remote-code",                                   "--load-format",
+        "safetensors",                                           "--tp",
+        tp,                                                      "--ep-size",
+        env.str("EP_SIZE") orelse tp,                            "--attention-backend",
+        env.str("ATTENTION_BACKEND") orelse "dsv4",              "--moe-runner-backend",
         env.str("MOE_RUNNER_BACKEND") orelse "flashinfer_mxfp4", "--mem-fraction-static",
-        env.str("MEM_FRACTION_STATIC") orelse "0.95", "--chunked-prefill-size",
-        env.str("CHUNKED_PREFILL_SIZE") orelse "2048", "--context-length",
-        context_text,             "--max-running-requests",
-        max_req,                  "--cuda-graph-max-bs-decode",
-        env.str("CUDA_GRAPH_MAX_BS_DECODE") orelse max_req, "--random-seed",
-        "0",                      "--enable-decoder-swa-bounded-replay",
-        "--tool-call-parser",     env.str("TOOL_CALL_PARSER") orelse "deepseekv41",
-        "--reasoning-parser",     env.str("REASONING_PARSER") orelse "deepseek-v41",
-        "--host",                 env.str("HOST") orelse "0.0.0.0",
-        "--port",                 env.str("SERVER_PORT") orelse "8888",
+        env.str("MEM_FRACTION_STATIC") orelse "0.95",            "--chunked-prefill-size",
+        env.str("CHUNKED_PREFILL_SIZE") orelse "2048",           "--context-length",
+        context_text,                                            "--max-running-requests",
+        max_req,                                                 "--cuda-graph-max-bs-decode",
+        env.str("CUDA_GRAPH_MAX_BS_DECODE") orelse max_req,      "--random-seed",
+        "0",                                                     "--enable-decoder-swa-bounded-replay",
+        "--tool-call-parser",                                    env.str("TOOL_CALL_PARSER") orelse "deepseekv41",
+        "--reasoning-parser",                                    env.str("REASONING_PARSER") orelse "deepseek-v41",
+        "--host",                                                env.str("HOST") orelse "0.0.0.0",
+        "--port",                                                env.str("SERVER_PORT") orelse "8888",
     });
     const spec = env.str("SPEC_ALGO") orelse "DSPARK";
     if (!std.ascii.eqlIgnoreCase(spec, "off") and !std.ascii.eqlIgnoreCase(spec, "none") and !std.mem.eql(u8, spec, "0")) {

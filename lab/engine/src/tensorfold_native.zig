@@ -234,6 +234,16 @@ pub fn main(init: std.process.Init) !u8 {
     log("all {d} follower(s) joined", .{world - 1});
 
     log("loading weights (simulated: {d} ms)", .{load_delay_ms});
+    // No Engram: `Model.open` returns error.NoEngramTables once the ranks are linked, before serving: every
+    // checkpoint the engine serves has Engram layers (bertholomus/TensorFold zig/src/families/dsv41/config.zig
+    // @88929d7419e0167b5ea2a4b9aa6ca1335356a6dc `checkShapes`: `c.engram_layers.len == 2`; model.zig
+    // @09bc7166fdbc6697c4afa80355a7a3feb60d0cad: `} else if (c.engram_layers.slice().len > 0) return
+    // error.NoEngramTables;`, after `prompt2d.Fan.open`). NATIVE's explain() has no words for it: the error name, and
+    // the lab's hint. The followers then lose rank 0.
+    if (engram == null) {
+        log("fatal: loading the model failed: NoEngramTables (the checkpoint's Engram layers need their tables: set TF_DS_ENGRAM to deepseek-ai/DeepSeek-V4.1-Flash's shards 47 and 48 and TF_DS_TOKEN_MAP to the token map); exiting with status {d}", .{common.exit_peer_lost});
+        return common.exit_peer_lost;
+    }
     common.sleepMs(io, load_delay_ms);
     if (fatal_state.isSet()) {
         // The watchdog exits the process at the end of the grace period; do not open HTTP.

@@ -28,6 +28,14 @@ const inputs = @import("inputs.zig");
 const log = common.log;
 const refuse = common.refuse;
 
+// No Engram on a rank: every checkpoint the engine serves has Engram layers (bertholomus/TensorFold
+// zig/src/families/dsv41/config.zig @88929d7419e0167b5ea2a4b9aa6ca1335356a6dc `checkShapes`:
+// `c.engram_layers.len == 2`, from config.json's `engram_layer_ids`), and `Model.open` ends without the tables:
+// `} else if (c.engram_layers.slice().len > 0) return error.NoEngramTables;` (bertholomus/TensorFold
+// zig/src/families/dsv41/model.zig @09bc7166fdbc6697c4afa80355a7a3feb60d0cad, the four-node branch's version; a TP2-only
+// version, stored without its commit, has the same line), after the rank cache, the weights, `prompt2d.Fan.open` (the ranks linked),
+// NCCL, the kernels and the RoPE tables. LANES: `const m = try dsv41.model.Model.open(gpa, io, &ctx, o);`.
+
 const usage =
     \\usage: tf-dsv41-lanes MODEL_DIR CACHE_DIR RANK WORLD MASTER_IP PORT KIT_DIR [--requests FILE] [--parallel N] [--pool P] [--drafts 0|1] [--arena-gib G] [--aio 0|1] [--prefetch 0|1] [--side 0|1] [--graphs 0|1] [--serial 0|1] [--rdma DEV,DEV] [--profile 0|1] [--engram DIR --token-map FILE] [--rdma-kernels FILE]
     \\       tf-dsv41-lanes --version
@@ -126,6 +134,9 @@ pub fn main(init: std.process.Init) !u8 {
         },
         .master = master,
         .connect_timeout_ms = @intFromFloat(env.float("SIM_RENDEZVOUS_TIMEOUT_S", 600) * 1000),
+        // No Engram: the real follower links to rank 0, then `Model.open` returns NoEngramTables (the comment at the
+        // top): `error: NoEngramTables`, exit 1, once rank 0 has welcomed it.
+        .load_error = if (o.engram == null) "NoEngramTables" else null,
     };
     follower.run();
 }

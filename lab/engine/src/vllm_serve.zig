@@ -31,6 +31,9 @@
 //!     maximum model length is M. ..." when --kv-cache-memory-bytes cannot hold --max-model-len at
 //!     SIM_KV_BYTES_PER_TOKEN bytes a token (3466: MIAAI README "2.5 GiB per rank = 774,400 tokens ... ~3.4
 //!     KiB/token"), the pool counted in whole --block-size blocks.
+//!   - the API server's KeyError (exit 1, the head only; api_server.py @0001948b `validate_api_server_args`):
+//!     "invalid tool call parser: X (chose from { ... })" with --enable-auto-tool-choice and "invalid reasoning
+//!     parser: X (chose from { ... })" for a name vLLM has not registered (`tool_parsers`, `reasoning_parsers`).
 //!   - lab rules (exit 2): a node rank above 0 without --headless (it would serve an API of its own; MIAAI runs
 //!     every node but the head --headless), --headless on node 0, the model directory (as the native lab
 //!     engine checks it), the --hf-overrides engram_table_dir directory (MIAAI: "[ -d ${ENGRAM_MOUNT} ] ||
@@ -108,6 +111,73 @@ pub const table = [_]argp.Opt{
     .{ .name = "--dtype", .kind = .str },
     .{ .name = "--seed", .kind = .int },
 };
+
+/// The registered tool-call parsers, as `ToolParserManager.list_registered()` lists them (sorted): the registry of
+/// vllm-project/vllm `vllm/tool_parsers/__init__.py` @0064cc9cb1ae57b1308015d48a57462fa27a68f2
+/// (`_TOOL_PARSERS_TO_REGISTER`; `list_registered` sorts, `vllm/tool_parsers/abstract_tool_parser.py`
+/// @0160cf03fa754382f63e5404b1d44eac8d0219e0) and `deepseek_v41`, the parser this recipe passes, whose module
+/// `vllm/tool_parsers/deepseekv41_engine_tool_parser.py` @a13f7de0435fa7f54eec389557db438d137e20d2 a later registry
+/// adds. The image's vLLM (0.1.dev20904+g179dd0fa9) is not public: its exact list is UNVERIFIED.
+pub const tool_parsers = [_][]const u8{
+    "apertus",      "cohere_command3", "cohere_command4", "deepseek_v3",    "deepseek_v31",    "deepseek_v32",
+    "deepseek_v4",  "deepseek_v41",    "ernie45",         "functiongemma",  "gemma4",          "gigachat3",
+    "glm45",        "glm47",           "granite",         "granite-20b-fc", "granite4",        "hermes",
+    "hunyuan_a13b", "hy_v3",           "inkling",         "internlm",       "jamba",           "kimi_k2",
+    "kimi_k3",      "lfm2",            "llama3_json",     "llama4_json",    "llama4_pythonic", "longcat",
+    "mimo",         "minicpm5",        "minimax_m2",      "minimax_m3",     "mistral",         "olmo3",
+    "openai",       "phi4_mini_json",  "poolside_v1",     "pythonic",       "qwen3_coder",     "qwen3_xml",
+    "seed_oss",     "solar_open2",     "step3",           "step3p5",        "xlam",
+};
+
+/// The registered reasoning parsers, as `ReasoningParserManager.list_registered()` lists them (sorted): the registry
+/// of vllm-project/vllm `vllm/reasoning/__init__.py` @0064cc9cb1ae57b1308015d48a57462fa27a68f2
+/// (`_REASONING_PARSERS_TO_REGISTER`) and `deepseek_v41`, whose module `vllm/reasoning/deepseek_v41_engine_reasoning_parser.py`
+/// @810ed01eff1f3b46adf5ac698a3a2932b01711e4 (`DeepSeekV41ParserReasoningAdapter`) a later registry adds. UNVERIFIED
+/// for the image's own vLLM, as above.
+pub const reasoning_parsers = [_][]const u8{
+    "cohere_command3", "cohere_command4",         "deepseek_r1", "deepseek_v3", "deepseek_v4", "deepseek_v41",
+    "ernie45",         "gemma4",                  "glm45",       "glm47",       "granite",     "holo2",
+    "hunyuan_a13b",    "hy_v3",                   "inkling",     "kimi_k2",     "kimi_k3",     "mimo",
+    "minimax_m2",      "minimax_m2_append_think", "minimax_m3",  "mistral",     "nemotron_v3", "olmo3",
+    "openai_gptoss",   "poolside_v1",             "qwen3",       "seed_oss",    "solar_open2", "step3",
+    "step3p5",
+};
+
+fn isOneOf(name: []const u8, names: []const []const u8) bool {
+    for (names) |n| if (std.mem.eql(u8, n, name)) return true;
+    return false;
+}
+
+/// vllm-project/vllm `vllm/entrypoints/openai/api_server.py` @0001948bc76939369ca855c90b36d81256477e85
+/// `validate_api_server_args`, run by `setup_server` on the API server (the head) before the engine starts:
+/// `raise KeyError(f"invalid tool call parser: {args.tool_call_parser} (chose from {{ {','.join(valid_tool_parses)} }})")`
+/// when --enable-auto-tool-choice is on, and the same for a set --reasoning-parser ("invalid reasoning parser: ...").
+/// Python prints a KeyError's message quoted: the traceback's last line is `KeyError: 'invalid ... }'`, exit 1.
+/// null when both are registered names.
+pub fn parserError(arena: std.mem.Allocator, auto_tool_choice: bool, tool: ?[]const u8, reasoning: ?[]const u8) !?[]const u8 {
+    if (auto_tool_choice) {
+        const name = tool orelse "None";
+        if (!isOneOf(name, &tool_parsers))
+            return try std.fmt.allocPrint(arena, "'invalid tool call parser: {s} (chose from {{ {s} }})'", .{ name, try std.mem.join(arena, ",", &tool_parsers) });
+    }
+    if (reasoning) |name| if (name.len > 0 and !isOneOf(name, &reasoning_parsers))
+        return try std.fmt.allocPrint(arena, "'invalid reasoning parser: {s} (chose from {{ {s} }})'", .{ name, try std.mem.join(arena, ",", &reasoning_parsers) });
+    return null;
+}
+
+test "the parser lists are sorted as list_registered sorts them, and a typo is vLLM's KeyError" {
+    for ([_][]const []const u8{ &tool_parsers, &reasoning_parsers }) |names| {
+        for (names[1..], 0..) |n, i| try std.testing.expect(std.mem.order(u8, names[i], n) == .lt);
+    }
+    var arena_state = std.heap.ArenaAllocator.init(std.testing.allocator);
+    defer arena_state.deinit();
+    const a = arena_state.allocator();
+    try std.testing.expectEqual(@as(?[]const u8, null), try parserError(a, true, "deepseek_v41", "deepseek_v41"));
+    try std.testing.expectEqual(@as(?[]const u8, null), try parserError(a, false, "bogus", null));
+    const got = (try parserError(a, false, null, "deepseek_v4l")).?;
+    try std.testing.expect(std.mem.startsWith(u8, got, "'invalid reasoning parser: deepseek_v4l (chose from { cohere_command3,cohere_command4,"));
+    try std.testing.expect(std.mem.endsWith(u8, got, ",step3,step3p5 })'"));
+}
 
 /// The arguments every node must share (a worker whose digest differs is refused).
 const shared = [_][]const u8{
@@ -329,6 +399,10 @@ pub fn main(init: std.process.Init) !u8 {
         };
         follower.run();
     }
+
+    // The API server's own checks (setup_server, the head only; a --headless node starts no API server).
+    if (try parserError(arena, p.flag("--enable-auto-tool-choice"), p.get("--tool-call-parser"), p.get("--reasoning-parser"))) |text|
+        pyError("KeyError", "{s}", .{text});
 
     var served: []const u8 = model_path;
     if (p.all("--served-model-name").len > 0) served = p.all("--served-model-name")[0];

@@ -433,6 +433,43 @@ def test_follower_refuses_what_the_real_follower_refuses(pair, case):
     assert "tf-dsv41-lanes[rank 1]: refusing to start:" in done.stderr
 
 
+def _without_engram(c):
+    args = _follower_change(c, "--engram")
+    i = args.index("--token-map")
+    return [*args[:i], *args[i + 2:]]
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_no_engram_on_a_rank_fails_with_no_engram_tables_once_the_ranks_are_linked(engine_bin, tmp_path, rank):
+    """Every checkpoint the engine serves has Engram layers (config.zig @88929d74 checkShapes), and model.zig's
+    `Model.open` returns error.NoEngramTables without the tables, after the ranks linked (`prompt2d.Fan.open`) and
+    before anything is served. Rank 0 without TF_DS_ENGRAM/TF_DS_TOKEN_MAP, or a follower without --engram/--token-map
+    (LANES: `try Model.open`, `error: NoEngramTables`, exit 1): the pair never serves and both ranks exit 1."""
+    c = Cluster(engine_bin, tmp_path, env={"SIM_LOAD_DELAY_S": "0.3", "SIM_FOLLOWER_GRACE_S": "0.5"})
+    try:
+        if rank == 0:
+            del c.rank0_env["TF_DS_ENGRAM"], c.rank0_env["TF_DS_TOKEN_MAP"]
+            args = c.follower_args(1)
+        else:
+            args = _without_engram(c)
+        c.start_rank0()
+        with open(c.tmp / "rank1.log", "w") as log:
+            c.followers[1] = subprocess.Popen(args, env=c.env, stderr=log)
+        assert c.rank0.wait(timeout=15) == 1, c.log()
+        assert c.followers[1].wait(timeout=15) == 1, c.log(1)
+        assert "all 1 follower(s) joined" in c.log(), c.log()  # at the same point: after the link
+        assert "joined rank 0 at" in c.log(1), c.log(1)
+        assert "HTTP open" not in c.log(), c.log()
+        if rank == 0:
+            assert "fatal: loading the model failed: NoEngramTables" in c.log(), c.log()
+            assert "rank 0 went away" in c.log(1), c.log(1)
+        else:
+            assert c.log(1).rstrip().endswith("error: NoEngramTables"), c.log(1)
+            assert "follower rank 1 lost" in c.log(), c.log()
+    finally:
+        c.stop()
+
+
 # --- rendezvous: a follower must run what rank 0 runs -----------------------------------------
 
 

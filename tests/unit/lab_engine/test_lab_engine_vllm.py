@@ -151,6 +151,49 @@ def test_inconsistent_nodes_are_refused(bins, inputs):
     refused(run(bins, [*base, "--headless"]), "--headless on --node-rank 0")
 
 
+# vllm-project/vllm registries @0064cc9cb1ae57b1308015d48a57462fa27a68f2 (vllm/tool_parsers/__init__.py,
+# vllm/reasoning/__init__.py) plus the recipe's deepseek_v41 (its modules: vllm/tool_parsers/
+# deepseekv41_engine_tool_parser.py @a13f7de0, vllm/reasoning/deepseek_v41_engine_reasoning_parser.py @810ed01e);
+# list_registered() sorts them.
+TOOL_PARSERS = sorted([
+    "deepseek_v3", "deepseek_v31", "deepseek_v32", "deepseek_v4", "deepseek_v41", "cohere_command3", "cohere_command4",
+    "ernie45", "glm45", "glm47", "granite-20b-fc", "granite", "granite4", "hermes", "poolside_v1", "hunyuan_a13b",
+    "hy_v3", "internlm", "jamba", "lfm2", "kimi_k2", "kimi_k3", "llama3_json", "llama4_json", "llama4_pythonic",
+    "longcat", "mimo", "minimax_m2", "minimax_m3", "minicpm5", "mistral", "olmo3", "openai", "phi4_mini_json",
+    "pythonic", "qwen3_coder", "qwen3_xml", "seed_oss", "step3", "step3p5", "inkling", "xlam", "gigachat3",
+    "functiongemma", "gemma4", "apertus", "solar_open2",
+])
+REASONING_PARSERS = sorted([
+    "deepseek_r1", "deepseek_v3", "deepseek_v4", "deepseek_v41", "poolside_v1", "cohere_command3", "cohere_command4",
+    "ernie45", "gemma4", "glm45", "glm47", "openai_gptoss", "granite", "holo2", "hunyuan_a13b", "hy_v3", "kimi_k2",
+    "kimi_k3", "mimo", "minimax_m2", "minimax_m2_append_think", "minimax_m3", "mistral", "nemotron_v3", "olmo3",
+    "qwen3", "seed_oss", "step3", "step3p5", "inkling", "solar_open2",
+])
+
+
+def _replace(args, flag, value):
+    i = args.index(flag)
+    return [*args[:i + 1], value, *args[i + 2:]]
+
+
+def test_a_misspelled_parser_name_is_vllms_key_error_on_the_head(bins, inputs):
+    """api_server.py @0001948b validate_api_server_args: the head's API server refuses a name no parser is
+    registered under, before the engine starts; the tool parser only with --enable-auto-tool-choice."""
+    model, engram = inputs
+    base = vllm_args(model, engram, 0, free_port(), free_port())
+    refused(run(bins, _replace(base, "--reasoning-parser", "deepseek_v4l")),
+            "KeyError: 'invalid reasoning parser: deepseek_v4l (chose from { "
+            f"{','.join(REASONING_PARSERS)} }})'", 1)
+    refused(run(bins, _replace(base, "--tool-call-parser", "deepseek-v41")),
+            f"KeyError: 'invalid tool call parser: deepseek-v41 (chose from {{ {','.join(TOOL_PARSERS)} }})'", 1)
+    # without --enable-auto-tool-choice the API server does not look the tool parser up: the head goes on and waits
+    # for its worker (SERVE_FAST's 3 s)
+    quiet = [a for a in _replace(base, "--tool-call-parser", "deepseek-v41") if a != "--enable-auto-tool-choice"]
+    done = run(bins, quiet)
+    assert done.returncode == 1 and "Timed out after 3 seconds waiting for clients" in done.stderr, done.stderr
+    assert "KeyError" not in done.stderr
+
+
 def test_a_worker_with_other_engine_arguments_is_refused(bins, inputs):
     model, engram = inputs
     mport, hport = free_port(), free_port()

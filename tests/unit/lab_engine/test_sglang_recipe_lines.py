@@ -124,6 +124,36 @@ def test_an_unknown_flag_is_refused_in_argparses_words(sglang, node):
     assert 'launch_server.py: error: unrecognized arguments: --enable-magic' in proc.stderr
 
 
+# sgl-project/sglang python/sglang/srt/server_args.py @001067fffe33427bee0ed2f007fb7551a1d76b44, in its order.
+ATTENTION_BACKENDS = ('triton, torch_native, flex_attention, dsa, nsa, dsv4, compressed, cutlass_mla, fa3, fa4, '
+                      'flashinfer, flashmla, trtllm_mla, cutedsl_mla, tokenspeed_mla, trtllm_mha, '
+                      'dual_chunk_flash_attn, hpc_ops, minicpm_flashattn, minicpm_flashinfer, aiter, wave, intel_amx, '
+                      'ascend, intel_xpu')
+MOE_RUNNER_BACKENDS = ('auto, deep_gemm, triton, triton_kernel, flashinfer_trtllm, experimental_sgl_trtllm, '
+                       'flashinfer_trtllm_routed, flashinfer_cutlass, flashinfer_mxfp4, flashinfer_cutedsl, cutlass, '
+                       'aiter, marlin, humming, experimental_sgl_marlin, hpc_ops, megamoe')
+FP8_GEMM_BACKENDS = ('auto, deep_gemm, flashinfer_trtllm, flashinfer_cutlass, flashinfer_deepgemm, flashinfer_cutedsl, '
+                     'cutlass, triton, aiter')
+
+
+@pytest.mark.parametrize(('env', 'words'), [
+    ({'ATTENTION_BACKEND': 'dsv41'},
+     f"argument --attention-backend: invalid choice: 'dsv41' (choose from {ATTENTION_BACKENDS})"),
+    ({'MOE_RUNNER_BACKEND': 'flashinfer-mxfp4'},
+     f"argument --moe-runner-backend: invalid choice: 'flashinfer-mxfp4' (choose from {MOE_RUNNER_BACKENDS})"),
+    ({'EXTRA_SGLANG_ARGS': '--fp8-gemm-backend flashinfer_cutlas --watchdog-timeout 1800'},
+     f"argument --fp8-gemm-backend: invalid choice: 'flashinfer_cutlas' (choose from {FP8_GEMM_BACKENDS})"),
+])
+def test_a_misspelled_backend_is_refused_as_argparse_refuses_it(sglang, node, env, words):
+    """The recipe's backends (boot.py's --attention-backend dsv4 and --moe-runner-backend flashinfer_mxfp4, the
+    recipe's EXTRA_SGLANG_ARGS --fp8-gemm-backend flashinfer_cutlass) take their names from server_args.py's
+    choice lists: a typo stops the launch in argparse's words on every rank, here a worker."""
+    model, nccl = node
+    proc = run(sglang, 1, model, nccl, free_port(), free_port(), env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert f'launch_server.py: error: {words}' in proc.stderr
+
+
 def test_a_rank_beyond_the_nodes_is_refused(sglang, node):
     model, nccl = node
     proc = run(sglang, 4, model, nccl, free_port(), free_port())
