@@ -10,7 +10,7 @@ DOCUMENTATION = r"""
 ---
 module: venv_pins
 short_description: A Python venv that holds exactly-pinned packages, read, compared and installed in one round trip
-version_added: "0.1.0"
+version_added: "0.2.0"
 description:
   - Makes sure the venv at O(path) exists (created with C(python3 -m venv), or O(virtualenv_command)) and holds every
     package of O(packages) at exactly its pinned version.
