@@ -220,10 +220,7 @@ def main():
         module.fail_json(msg="packages is empty: name at least one pin (name==version)")
     try:
         extra_args = shlex.split(module.params["extra_args"])
-        if module.params["virtualenv_command"]:
-            venv_command = shlex.split(module.params["virtualenv_command"])
-        else:
-            venv_command = [module.get_bin_path("python3", required=True), "-m", "venv"]
+        venv_command = shlex.split(module.params["virtualenv_command"] or "")
     except ValueError as exc:
         module.fail_json(msg=f"extra_args or virtualenv_command cannot be split as a shell would: {exc}")
     if not os.path.isabs(path):
@@ -253,7 +250,7 @@ def main():
                                for name, version in pins}
     else:
         if created:
-            create(module, path, venv_command)
+            create(module, path, venv_command or [module.get_bin_path("python3", required=True), "-m", "venv"])
         if missing:
             command = [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-input", *extra_args,
                        *(f"{name}=={version}" for name, version in pins)]

@@ -8,6 +8,8 @@ hand into a directory that pip reads with --no-index --find-links.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import zipfile
 
 import pytest
@@ -136,3 +138,12 @@ def test_a_venv_that_cannot_be_created_says_what_to_install(run, tmp_path, wheel
     args["virtualenv_command"] = "false"
     kind, result, _warnings = run(args)
     assert kind == "fail" and "Is python3-venv installed" in result["msg"], result
+
+
+def test_a_venv_without_pip_is_made_again_and_filled(run, tmp_path, wheels):
+    """python3 -m venv without python3-venv leaves a venv with no pip behind: the next run makes it again."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    kind, result, _warnings = run(_args(venv, [f"{PROBE}==1.0"], wheels))
+    assert kind == "exit", result
+    assert (result["changed"], result["created"], result["installed"]) == (True, True, {PROBE: "1.0"})
