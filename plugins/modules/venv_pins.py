@@ -258,7 +258,8 @@ def main():
             if rc != 0:
                 module.fail_json(
                     msg=f"pip could not install {', '.join(result['changed_pins'])} into {path} (exit {rc}): "
-                        f"{last_lines(err or out)}",
+                        f"{last_lines(err or out)}. Check that each pin exists at its version, that the pins agree "
+                        "with each other's requirements, and that pip reaches its index (extra_args, /etc/pip.conf).",
                     rc=rc, stdout=out, stderr=err, cmd=" ".join(command), **result)
         after = read(module, python, pins)["packages"]
         wrong = [f"{name} is {after.get(name, {}).get('version') or 'not installed'}, pinned {version}"
