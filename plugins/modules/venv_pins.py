@@ -151,7 +151,7 @@ print(json.dumps(out))
 
 
 def parse_pins(packages):
-    """[(name, version)] of the pins, or fail with (None, message) naming every pin that is not exact."""
+    """([(name, version)], problems): the pins, and a message for each pin not exact or naming a package again."""
     pins, problems, seen = [], [], {}
     for pin in packages:
         found = PIN.match(pin.strip())
