@@ -1,9 +1,9 @@
 # Copyright: (c) 2026, sparkfold developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""sparkfold.cluster.hf_cli on a converged node reads the venv once and leaves apt and pip out.
+"""sparkfold.cluster.hf_cli: venv_pins leaves a converged venv alone, the link and the token are declared.
 
-Runs the role against this machine with the test venv (it holds the pinned huggingface_hub) as hf_cli_venv
-and a link under the test's directory: no lab. When a pin is missing, pip runs (check mode here, so
+Runs the role's tasks against this machine with the test venv (it holds the pinned huggingface_hub) as hf_cli_venv
+and a link under the test's directory: no lab. When a pin is missing, venv_pins would run pip (check mode here, so
 nothing is installed on the controller).
 """
 
@@ -40,15 +40,14 @@ def _run(tmp_path, extra, args=()):
 
 
 PIP = "Install huggingface_hub, hf_xet and the recipe tools' packages (pinned) into their venv"
-
-
-INSTALL = "Install hf and write the token where the read found a difference"
+LINK = "Link hf where non-interactive shells find it"
+ASK = "Ask the installed hf for its version"
 
 
 def _task(out, name):
-    """The result line of the task named ``name`` (ok, changed or skipping), or "left out" when it did not run at all
-    (the tasks of install.yml, when main.yml's read found nothing to install or write)."""
-    found = re.search(rf"TASK \[sparkfold\.cluster\.hf_cli : {re.escape(name)}\][^\n]*\n(\w+): ", out)
+    """The result line of the task named ``name`` (ok, changed, skipping, fatal), or "left out" when it did not run."""
+    found = re.search(rf"TASK \[sparkfold\.cluster\.hf_cli : {re.escape(name)}\][^\n]*\n(?:(?!TASK \[).*\n)*?"
+                      r"(ok|changed|skipping|fatal): ", out)
     return found.group(1) if found else "left out"
 
 
@@ -57,40 +56,55 @@ def _link(tmp_path, target=None):
     (tmp_path / "hf").symlink_to(target or pathlib.Path(sys.executable).parent / "hf")
 
 
-def test_a_converged_venv_skips_apt_pip_and_the_second_question_and_changes_nothing(tmp_path):
+def test_a_converged_venv_runs_no_pip_asks_nothing_and_changes_nothing(tmp_path):
     _link(tmp_path)
-    proc = _run(tmp_path, {"hf_cli_python_packages": [f"PyYAML=={importlib.metadata.version('PyYAML')}"]})
-    assert proc.returncode == 0, proc.stdout[-4000:]
-    # the first read found every pin and the link as they should be: install.yml is not even included
-    assert _task(proc.stdout, INSTALL) == "skipping", proc.stdout[-3000:]
-    for task in ("Install the packages the venv needs", PIP, "Ask the installed hf for its version",
-                 "Link hf where non-interactive shells find it"):
-        assert _task(proc.stdout, task) == "left out", task
-    assert re.search(r"node\s+: ok=\d+\s+changed=0 ", proc.stdout), proc.stdout[-2000:]
+    for args in ((), ("--check", "--diff")):
+        proc = _run(tmp_path, {"hf_cli_python_packages": [f"PyYAML=={importlib.metadata.version('PyYAML')}"]}, args)
+        assert proc.returncode == 0, proc.stdout[-4000:]
+        # venv_pins found every pin at its version (pip would have made it "changed"), the link is right
+        assert _task(proc.stdout, PIP) == "ok", proc.stdout[-3000:]
+        assert _task(proc.stdout, LINK) == "ok", proc.stdout[-3000:]
+        assert _task(proc.stdout, ASK) == "skipping", proc.stdout[-3000:]
+        assert re.search(r"node\s+: ok=\d+\s+changed=0 ", proc.stdout), proc.stdout[-2000:]
 
 
-def test_a_missing_pin_or_a_range_runs_pip(tmp_path):
+def test_a_missing_pin_runs_pip_and_a_range_is_refused(tmp_path):
     _link(tmp_path)
-    for packages in (["PyYAML==0.0.1"], ["PyYAML>=1"]):
-        proc = _run(tmp_path, {"hf_cli_python_packages": packages}, ["--check"])
-        assert _task(proc.stdout, PIP) not in ("skipping", "left out"), (packages, proc.stdout[-3000:])
+    proc = _run(tmp_path, {"hf_cli_python_packages": ["PyYAML==0.0.1"]}, ["--check", "--diff"])
+    assert _task(proc.stdout, PIP) == "changed", proc.stdout[-3000:]
+    assert "+PyYAML==0.0.1" in proc.stdout and "-PyYAML==" in proc.stdout, proc.stdout[-3000:]
+    proc = _run(tmp_path, {"hf_cli_python_packages": ["PyYAML>=1"]}, ["--check"])
+    assert proc.returncode != 0 and _task(proc.stdout, PIP) == "fatal", proc.stdout[-3000:]
+    assert "'PyYAML>=1' is not an exact pin: write PyYAML==VERSION" in proc.stdout, proc.stdout[-3000:]
 
 
 def test_hf_xet_is_pinned_with_huggingface_hub(tmp_path):
     """Another hf_xet than the pin in the venv: pip runs (check mode)."""
     _link(tmp_path)
     proc = _run(tmp_path, {"hf_cli_xet_version": "0.0.1"}, ["--check"])
-    assert _task(proc.stdout, PIP) not in ("skipping", "left out"), proc.stdout[-3000:]
+    assert _task(proc.stdout, PIP) == "changed", proc.stdout[-3000:]
 
 
-def test_a_link_to_another_hf_runs_pip_and_is_repaired(tmp_path):
+def test_a_link_to_another_hf_is_repaired_and_the_new_one_asked(tmp_path):
     fake = tmp_path / "other-hf"
     fake.write_text("#!/bin/sh\necho 'version: 0.0.1'\n")
     fake.chmod(0o755)
     _link(tmp_path, fake)
-    proc = _run(tmp_path, {}, ["--check"])
-    assert _task(proc.stdout, PIP) not in ("skipping", "left out"), proc.stdout[-3000:]
-    assert _task(proc.stdout, "Link hf where non-interactive shells find it") == "changed", proc.stdout[-3000:]
+    proc = _run(tmp_path, {})
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert _task(proc.stdout, PIP) == "ok", proc.stdout[-3000:]
+    assert _task(proc.stdout, LINK) == "changed", proc.stdout[-3000:]
+    assert _task(proc.stdout, ASK) == "ok", proc.stdout[-3000:]
+    assert (tmp_path / "hf").resolve() == (pathlib.Path(sys.executable).parent / "hf").resolve()
+
+
+def test_a_token_on_a_node_that_never_downloads_is_removed(tmp_path):
+    _link(tmp_path)
+    token = tmp_path / "token"
+    token.write_text("hf_left0000000000000000000000000000000\n")
+    proc = _run(tmp_path, {"recipe_head": "another-node"})
+    assert _task(proc.stdout, "Remove a Hub token from the nodes that never download") == "changed", proc.stdout[-3000:]
+    assert not token.exists()
 
 
 TOKEN_WRITE = "Write the Hub token on the head (readable by root only)"
@@ -105,7 +119,7 @@ def test_a_written_token_is_left_alone_and_a_changed_or_opened_one_is_written_ag
     assert _task(proc.stdout, TOKEN_WRITE) == "changed", proc.stdout[-3000:]
     assert token.read_text() == extra["hf_cli_token"] + "\n" and token.stat().st_mode & 0o777 == 0o600
     proc = _run(tmp_path, extra)
-    assert _task(proc.stdout, TOKEN_WRITE) == "left out", proc.stdout[-3000:]
+    assert _task(proc.stdout, TOKEN_WRITE) == "ok", proc.stdout[-3000:]
     assert re.search(r"node\s+: ok=\d+\s+changed=0 ", proc.stdout), proc.stdout[-2000:]
     token.chmod(0o644)
     proc = _run(tmp_path, extra)

@@ -1,9 +1,9 @@
 # Copyright: (c) 2026, sparkfold developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""sparkfold.cluster.zig (wheel) on a converged node reads the wheel once and leaves apt and pip out.
+"""sparkfold.cluster.zig (wheel): venv_pins leaves a converged wheel alone, the link is declared, zig is asked.
 
-Runs the role against this machine with the test venv (it holds the pinned ziglang wheel) as zig_venv and
-the link under the test's directory: no lab. Another wheel version runs pip (check mode: nothing is
+Runs the role's tasks against this machine with the test venv (it holds the pinned ziglang wheel) as zig_venv and
+the link under the test's directory: no lab. Another wheel version would run pip (check mode: nothing is
 installed on the controller).
 """
 
@@ -46,29 +46,44 @@ def _run(tmp_path, extra, args=()):
 
 
 def _task(out, name):
-    """The result of the task named ``name`` (ok, changed or skipping), or "left out" when it did not run at all (the
-    tasks of wheel_install.yml, when the read found the pinned wheel installed)."""
-    found = re.search(rf"TASK \[sparkfold\.cluster\.zig : {re.escape(name)}\][^\n]*\n(\w+): ", out)
+    """The result of the task named ``name`` (ok, changed, skipping, fatal), or "left out" when it did not run."""
+    found = re.search(rf"TASK \[sparkfold\.cluster\.zig : {re.escape(name)}\][^\n]*\n(?:(?!TASK \[).*\n)*?"
+                      r"(ok|changed|skipping|fatal): ", out)
     return found.group(1) if found else "left out"
 
 
-def test_a_converged_wheel_skips_apt_pip_the_link_and_a_second_question_and_the_version_is_checked(tmp_path):
-    proc = _run(tmp_path, {})
+LINK = "Link zig where non-interactive shells find it"
+ASK = "Ask the linked zig for its version"
+REQUIRE = "Require exactly zig_version"
+
+
+def test_a_converged_wheel_runs_no_pip_changes_nothing_and_the_version_is_checked(tmp_path):
+    for args in ((), ("--check", "--diff")):
+        proc = _run(tmp_path, {}, args)
+        assert proc.returncode == 0, proc.stdout[-4000:]
+        # venv_pins found the wheel at its version (pip would have made it "changed"), the link is right
+        assert _task(proc.stdout, PIP) == "ok", proc.stdout[-3000:]
+        assert _task(proc.stdout, LINK) == "ok", proc.stdout[-3000:]
+        assert _task(proc.stdout, ASK) == "ok" and _task(proc.stdout, REQUIRE) == "ok", proc.stdout[-3000:]
+        assert f"zig {RELEASE}" in proc.stdout
+        assert re.search(r"node\s+: ok=\d+\s+changed=0 ", proc.stdout), proc.stdout[-2000:]
+
+
+def test_another_wheel_version_runs_pip_and_check_mode_asks_no_zig_yet(tmp_path):
+    proc = _run(tmp_path, {"zig_wheel_version": RELEASE + ".post99"}, ["--check", "--diff"])
     assert proc.returncode == 0, proc.stdout[-4000:]
-    assert _task(proc.stdout, "Install the pinned ziglang wheel and find its zig binary") == "skipping"
-    for task in ("Install the packages the venv needs", PIP, "Find the zig binary inside the newly installed wheel"):
-        assert _task(proc.stdout, task) == "left out", task
-    for task in ("Link zig where non-interactive shells find it", "Ask the linked zig for its version"):
+    assert _task(proc.stdout, PIP) == "changed", proc.stdout[-3000:]
+    assert f"+ziglang=={RELEASE}.post99" in proc.stdout and f"-ziglang=={WHEEL}" in proc.stdout, proc.stdout[-3000:]
+    # the wheel is not there yet in check mode: no binary to link or ask (the link would keep the old zig)
+    for task in (LINK, ASK, REQUIRE):
         assert _task(proc.stdout, task) == "skipping", task
-    # the answer of the first read is the one checked
-    assert _task(proc.stdout, "Require exactly zig_version") == "ok"
-    assert f"zig {RELEASE}" in proc.stdout
-    assert re.search(r"node\s+: ok=\d+\s+changed=0 ", proc.stdout), proc.stdout[-2000:]
 
 
-def test_another_wheel_version_runs_pip(tmp_path):
-    proc = _run(tmp_path, {"zig_wheel_version": RELEASE + ".post99"}, ["--check"])
-    assert _task(proc.stdout, PIP) not in ("skipping", "left out"), proc.stdout[-3000:]
+def test_a_wheel_version_that_is_not_the_release_is_refused_before_anything_runs(tmp_path):
+    proc = _run(tmp_path, {"zig_wheel_version": "0.0.1"})
+    assert proc.returncode != 0
+    assert "zig_wheel_version that release or a .postN of it" in proc.stdout, proc.stdout[-3000:]
+    assert _task(proc.stdout, PIP) == "left out"
 
 
 def test_a_link_to_another_zig_is_repaired_and_asked_again(tmp_path):
@@ -78,6 +93,7 @@ def test_a_link_to_another_zig_is_repaired_and_asked_again(tmp_path):
     (tmp_path / "zig").symlink_to(fake)
     proc = _run(tmp_path, {})
     assert proc.returncode == 0, proc.stdout[-4000:]
-    assert _task(proc.stdout, "Link zig where non-interactive shells find it") == "changed", proc.stdout[-3000:]
-    assert _task(proc.stdout, "Ask the linked zig for its version") == "ok", proc.stdout[-3000:]
+    assert _task(proc.stdout, PIP) == "ok", proc.stdout[-3000:]
+    assert _task(proc.stdout, LINK) == "changed", proc.stdout[-3000:]
+    assert _task(proc.stdout, ASK) == "ok", proc.stdout[-3000:]
     assert (tmp_path / "zig").resolve() == pathlib.Path(ziglang.__file__).resolve().parent / "zig"
