@@ -22,6 +22,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = pathlib.Path(sys.executable).parent
 INSTALLED = "ansible_collections/sparkfold/cluster"
+LIST = ("-i", "inventory", "--list-tasks", "--list-tags")
 
 
 def _tool(name):
@@ -83,12 +84,6 @@ def installed(tmp_path_factory):
     return work, env, collections / INSTALLED
 
 
-def test_site_by_fqcn_syntax_check(installed):
-    work, env, where = installed
-    out = _run([_tool("ansible-playbook"), "-i", "inventory", "sparkfold.cluster.site", "--syntax-check"], work, env)
-    assert f"playbook: {where}/playbooks/site.yml" in out
-
-
 def test_doctor_by_fqcn_lists_its_tasks(installed):
     work, env, where = installed
     out = _run([_tool("ansible-playbook"), "-i", "inventory", "sparkfold.cluster.doctor", "--list-tasks"], work, env)
@@ -98,7 +93,7 @@ def test_doctor_by_fqcn_lists_its_tasks(installed):
 
 def test_every_playbook_runs_by_fqcn(installed):
     """Each playbook of the checkout has a name ansible-core resolves (an identifier: engine-rollback.yml's body
-    is engine_rollback.yml), and all pass --syntax-check from the installed collection."""
+    is engine_rollback.yml), and all pass --syntax-check from the installed collection, sparkfold.cluster.site too."""
     work, env, where = installed
     names = sorted({path.stem.replace("-", "_") for path in (ROOT / "playbooks").glob("*.yml")})
     assert "site" in names and "engine_rollback" in names
@@ -109,14 +104,30 @@ def test_every_playbook_runs_by_fqcn(installed):
         assert f"playbook: {where}/playbooks/{name}.yml" in out
 
 
-def test_installed_site_is_the_clone_site(installed):
+@pytest.fixture(scope="module")
+def site_listing(installed):
+    """`ansible-playbook sparkfold.cluster.site --list-tasks --list-tags` from the installed collection."""
+    work, env, _ = installed
+    return _run([_tool("ansible-playbook"), *LIST, "sparkfold.cluster.site"], work, env)
+
+
+def test_installed_site_is_the_clone_site(installed, site_listing):
     """`sparkfold.cluster.site` installed lists the very plays, tasks and tags of `site.yml` in a clone."""
     work, env, _ = installed
-    args = ["-i", "inventory", "--list-tasks", "--list-tags"]
-    from_install = _run([_tool("ansible-playbook"), *args, "sparkfold.cluster.site"], work, env)
+    from_install = site_listing
     clone_paths = os.pathsep.join([str(ROOT / ".collections"), *_other_collection_paths()])
     clone_env = dict(env, ANSIBLE_COLLECTIONS_PATH=clone_paths)
     clone_args = ["-i", str(work / "inventory"), "--list-tasks", "--list-tags", "site.yml"]
     from_clone = _run([_tool("ansible-playbook"), *clone_args], ROOT, clone_env)
     assert "sparkfold.cluster.cluster_lock : Hold the cluster's lock while this run lasts" in from_install
     assert _task_lines(from_install) == _task_lines(from_clone)
+
+
+def test_project_playbook_imports_site_by_fqcn(installed, site_listing, tmp_path):
+    """An AWX project's playbook of one `import_playbook: sparkfold.cluster.site` runs the whole site."""
+    work, env, _ = installed
+    project = tmp_path / "project.yml"
+    project.write_text("---\n- name: Provision the pair\n  ansible.builtin.import_playbook: sparkfold.cluster.site\n")
+    from_project = _run([_tool("ansible-playbook"), *LIST, str(project)], work, env)
+    assert "sparkfold.cluster.smoke : " in from_project
+    assert _task_lines(from_project) == _task_lines(site_listing)
