@@ -107,13 +107,13 @@ def test_every_playbook_runs_by_fqcn(installed):
 @pytest.fixture(scope="module")
 def site_listing(installed):
     """`ansible-playbook sparkfold.cluster.site --list-tasks --list-tags` from the installed collection."""
-    work, env, _ = installed
+    work, env = installed[:2]
     return _run([_tool("ansible-playbook"), *LIST, "sparkfold.cluster.site"], work, env)
 
 
 def test_installed_site_is_the_clone_site(installed, site_listing):
     """`sparkfold.cluster.site` installed lists the very plays, tasks and tags of `site.yml` in a clone."""
-    work, env, _ = installed
+    work, env = installed[:2]
     from_install = site_listing
     clone_paths = os.pathsep.join([str(ROOT / ".collections"), *_other_collection_paths()])
     clone_env = dict(env, ANSIBLE_COLLECTIONS_PATH=clone_paths)
@@ -125,7 +125,7 @@ def test_installed_site_is_the_clone_site(installed, site_listing):
 
 def test_project_playbook_imports_site_by_fqcn(installed, site_listing, tmp_path):
     """An AWX project's playbook of one `import_playbook: sparkfold.cluster.site` runs the whole site."""
-    work, env, _ = installed
+    work, env = installed[:2]
     project = tmp_path / "project.yml"
     project.write_text("---\n- name: Provision the pair\n  ansible.builtin.import_playbook: sparkfold.cluster.site\n")
     from_project = _run([_tool("ansible-playbook"), *LIST, str(project)], work, env)
