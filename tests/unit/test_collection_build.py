@@ -143,6 +143,8 @@ def artifact_names(tmp_path_factory):
         "playbooks/preflight.yml",
         "playbooks/fabric.yml",
         "playbooks/bench.yml",
+        "playbooks/site.yml",
+        "playbooks/engine_rollback.yml",
         "docs/fabric.md",
         "inventory/example/hosts.yml",
         "inventory/example/group_vars/sparks.yml",
