@@ -109,6 +109,8 @@ _TYPE_WORDS = {'string': 'a string', 'integer': 'a whole number', 'number': 'a n
                'array': 'a list', 'object': 'a mapping', 'null': 'null'}
 # The pattern of a field that must not be blank (an empty string is a missing value there).
 _NOT_BLANK = '\\S'
+# The pattern of a pip requirement the venv holds (venv_pins takes exact pins only).
+_EXACT_PIN = '^[A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9][A-Za-z0-9.+!_-]*$'
 # A field whose default is another field's value (serve.window: serve.context).
 _DEFAULT_FROM = 'x-default-from'
 
@@ -232,6 +234,8 @@ def _say(error):
         return [f'{here} must be at most {want}, got {value!r}']
     if kind == 'pattern' and want == _NOT_BLANK:
         return [f'{here} is missing']
+    if kind == 'pattern' and want == _EXACT_PIN:
+        return [f"{here} must be an exact pin, name==version, got '{to_text(value)}'"]
     return [f'{here or "the recipe"}: {error.message}']
 
 

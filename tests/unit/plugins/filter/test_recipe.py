@@ -637,6 +637,9 @@ def test_every_shipped_recipe_validates_and_names_the_schema_for_editors(path):
     (lambda r: r['launch'].update(rendezvous_port=70000), 'launch.rendezvous_port must be at most 65535, got 70000'),
     (lambda r: r['kit'].update(repo_id='  '), 'kit.repo_id is missing'),
     (lambda r: r['kit'].update(repo_id=None), 'kit.repo_id is missing'),
+    # a tool's package that is not an exact pin (the hf_cli venv holds exact pins only: venv_pins)
+    (lambda r: r['inputs'].update(python_packages=['tokenizers>=0.23']),
+     "inputs.python_packages[0] must be an exact pin, name==version, got 'tokenizers>=0.23'"),
 ])
 def test_the_schema_refuses_with_one_exact_message(change, problem):
     recipe = load(TP2)
