@@ -291,6 +291,10 @@ def recipe_problems(recipe):
     if flavour == 'sglang-container':
         problems.extend(_sglang_problems(recipe))
     serve = recipe['serve']
+    if serve['thinking'] and not (recipe['smoke'].get('chat_template_kwargs') or {}):
+        problems.append('smoke.chat_template_kwargs is missing: serve.thinking is on, so the smoke request must switch '
+                        "thinking off the way the source's smoke does (for example {enable_thinking: false}), or a "
+                        'reply that ends while the engine still thinks fails a healthy engine')
     if _is_type(serve.get('window'), int) and serve['window'] < serve['context']:
         problems.append(f"serve.window {serve['window']} is less than serve.context {serve['context']}: "
                         'the streams share the window, a request takes at most the context')

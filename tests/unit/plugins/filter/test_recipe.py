@@ -700,3 +700,33 @@ def test_recipe_check_through_ansible_returns_plain_containers():
     templar.environment.filters['recipe_check'] = check
     templar.template(trust_as_template("{{ recipe_loaded | combine({}) | recipe_check('tp2') }}"))
     assert _container_types(returned[0]) == {dict, list}
+
+
+# ------------------------------------------------------------ the smoke request follows each recipe (issue 25 B11)
+@pytest.mark.parametrize(('path', 'switch'), [
+    # MiaAI-Lab/DeepSeek-v4.1-Flash-EXL3-2x-DGX-Sparks README @145bb98 smoke:
+    # "chat_template_kwargs":{"enable_thinking":false}
+    (VLLM, {'enable_thinking': False}),
+    # MiaAI-Lab/DeepSeek-v4.1-Flash-DGX-Sparks start.sh @e098520 cmd_smoke, boot.py smoke(): {"thinking": false}
+    (RING, {'thinking': False}),
+    # bertholomus/deepseek-v4.1-tensorfold-tp4-4xgb10 scripts/serve.sh @6033ea48 check: {"enable_thinking": false}
+    (TP2, {'enable_thinking': False}),
+    (ROOT / 'roles' / 'recipe' / 'recipes' / 'dsv41-flash-tp4-zig.yml', {'enable_thinking': False}),
+    # sfxnz run.sh @13a26f7 THINKING=0: the server does not think, the request needs no switch
+    (TFPY, {}),
+], ids=['vllm', 'ring', 'tp2', 'tp4', 'tfpy'])
+def test_each_recipe_smoke_switches_thinking_off_as_its_source(path, switch):
+    r = recipe_check(load(path))
+    assert r['smoke']['chat_template_kwargs'] == switch
+    assert bool(switch) == r['serve']['thinking']
+
+
+def test_a_thinking_recipe_without_the_smoke_switch_is_refused():
+    recipe = load(VLLM)
+    del recipe['smoke']['chat_template_kwargs']
+    assert recipe_problems(recipe) == [
+        'smoke.chat_template_kwargs is missing: serve.thinking is on, so the smoke request must switch thinking off '
+        "the way the source's smoke does (for example {enable_thinking: false}), or a reply that ends while the "
+        'engine still thinks fails a healthy engine']
+    recipe['serve']['thinking'] = False
+    assert recipe_problems(recipe) == []
