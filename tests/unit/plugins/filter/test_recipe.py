@@ -339,8 +339,13 @@ def test_container_run_podman_and_docker():
 def test_container_run_fills_the_mounts_in():
     r = load(VLLM)
     # The slim Engram folder (engram.slim) is what the vLLM overlay mounts at /engram-src.
-    cmd = container_run(r['container'], 'n', 'i', '/e', [], values={'model_dir': '/srv/m', 'engram_src_dir': '/var/e'})
+    paths = {'model_dir': '/srv/m', 'engram_src_dir': '/var/e', 'cache_dir': '/var/c'}
+    cmd = container_run(r['container'], 'n', 'i', '/e', [], values=paths)
     assert '/srv/m:/model:ro' in cmd and '/var/e:/engram-src:ro' in cmd
+    # start.sh @145bb98's JIT caches, read-write, kept on the host (issue 25 B13)
+    volumes = [cmd[i + 1] for i, arg in enumerate(cmd) if arg == '--volume']
+    assert volumes[2:] == ['/var/c:/root/.cache/vllm:rw', '/var/c/triton:/root/.triton/cache:rw',
+                           '/var/c/tilelang:/root/.tilelang/cache:rw']
     with pytest.raises(AnsibleFilterError, match=re.escape('no value for {engram_src_dir}')):
         container_run(r['container'], 'n', 'i', '/e', [], values={'model_dir': '/srv/m'})
 
@@ -730,3 +735,30 @@ def test_a_thinking_recipe_without_the_smoke_switch_is_refused():
         'engine still thinks fails a healthy engine']
     recipe['serve']['thinking'] = False
     assert recipe_problems(recipe) == []
+
+
+# ------------------------------------------------------------------ vLLM scheduling and caches (issue 25 B13)
+def test_the_vllm_long_prefill_cap_leaves_the_budget_256_tokens():
+    """.env.example @cefd594: MAX_NUM_BATCHED_TOKENS=1536, LONG_PREFILL_TOKEN_THRESHOLD=1280 ("Keep MNBT - THRESHOLD
+    >= 256"); the 1024/1792 pair of @1add668 capped nothing (vLLM cuts to the threshold, then to the budget)."""
+    r = load(VLLM)
+    flags = dict(zip(r['launch']['rank0']['args'], r['launch']['rank0']['args'][1:]))
+    assert (flags['--max-num-batched-tokens'], flags['--long-prefill-token-threshold']) == ('1536', '1280')
+    args = r['launch']['rank0']['args']
+    args[args.index('--max-num-batched-tokens') + 1] = '1024'
+    args[args.index('--long-prefill-token-threshold') + 1] = '1792'
+    assert recipe_problems(r) == [
+        f'launch.{rank}.args: --long-prefill-token-threshold 1792 leaves --max-num-batched-tokens 1024 less than 256 '
+        'tokens a step for the other requests (a threshold at or over the budget does nothing): keep the budget - '
+        'the threshold >= 256, at most 768' for rank in ('rank0', 'follower')]
+
+
+def test_only_a_read_write_cache_under_cache_dir_is_created():
+    r = load(VLLM)
+    r['container']['mounts'][0]['create'] = True
+    r['container']['mounts'][2]['mode'] = 'ro'
+    assert recipe_problems(r) == [
+        'container.mounts: {model_dir} -> /model has create: true, which only a read-write cache under {cache_dir} '
+        'may have (the roles make that directory)',
+        'container.mounts: {cache_dir} -> /root/.cache/vllm has create: true, which only a read-write cache under '
+        '{cache_dir} may have (the roles make that directory)']
