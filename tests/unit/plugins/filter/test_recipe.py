@@ -762,3 +762,22 @@ def test_only_a_read_write_cache_under_cache_dir_is_created():
         'may have (the roles make that directory)',
         'container.mounts: {cache_dir} -> /root/.cache/vllm has create: true, which only a read-write cache under '
         '{cache_dir} may have (the roles make that directory)']
+
+
+# ------------------------------------------------------------ memory figures from their own sources (issue 25 B12)
+TP4 = ROOT / 'roles' / 'recipe' / 'recipes' / 'dsv41-flash-tp4-zig.yml'
+
+
+@pytest.mark.parametrize(('path', 'borrowed', 'source'), [
+    # no TP2 source publishes a gate: the Python deployment's Makefile does (ashhart deploy/dsv41-tp2 @43aee467)
+    (TP2, ['memory.gate_gib 112', 'memory.gate_timeout_s 600'], 'MEM_READY_GIB ?= 112'),
+    # TP4 publishes only its lowest free memory at 500K; the gate is derived, the wait and the floor are TP2's
+    (TP4, ['memory.gate_gib 80', 'memory.gate_timeout_s 600', 'memory.serving_floor_gib 5'], '50 / 51 / 52 / 52 GiB'),
+], ids=['tp2', 'tp4'])
+def test_memory_figures_no_source_of_the_recipe_shows_are_unverified_with_their_reason(path, borrowed, source):
+    recipe = load(path)
+    entry = next(u for u in recipe['unverified'] if 'memory.gate_gib' in u)
+    for figure in borrowed:
+        field, value = figure.rsplit(' ', 1)
+        assert figure in ' '.join(entry.split()) and str(_get(recipe, field)[1]) == value
+    assert source in entry
