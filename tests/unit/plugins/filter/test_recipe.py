@@ -781,3 +781,15 @@ def test_memory_figures_no_source_of_the_recipe_shows_are_unverified_with_their_
         field, value = figure.rsplit(' ', 1)
         assert figure in ' '.join(entry.split()) and str(_get(recipe, field)[1]) == value
     assert source in entry
+
+
+# ------------------------------------------------------------ citations that quote their source (issue 25 B14)
+def test_no_recipe_quotes_config_json_inside_download_sh_engram_files():
+    """MiaAI-Lab/DeepSeek-v4.1-Flash-EXL3-2x-DGX-Sparks download.sh @64e2ad62: ENGRAM_FILES holds the two shards and
+    the index; config.json is fetched by name after them. A quote with config.json inside the array is wrong."""
+    quoted = re.compile(r'ENGRAM_FILES=\(\s*"config\.json"')
+    for path in [*RECIPES, ROOT / 'docs' / 'recipes.md']:
+        text = ' '.join(line.lstrip('# ') for line in path.read_text().splitlines())
+        assert not quoted.search(text), path.name
+    assert 'config.json fetched by name after them' in ' '.join(
+        line.lstrip('# ') for line in TP2.read_text().splitlines())
