@@ -82,7 +82,8 @@ options:
     default: "391"
   chat_fields:
     description:
-      - Fields merged into the body of the O(chat_check) request, the recipe's chat settings, such as the switch
+      - >-
+        Fields merged into the body of the O(chat_check) request, the recipe's chat settings, such as the switch
         that turns thinking off as the recipe's own smoke request does
         (C({"chat_template_kwargs": {"enable_thinking": false}}) for vLLM and TensorFold,
         C({"chat_template_kwargs": {"thinking": false}}) for the SGLang ring). They cannot replace the fields the

@@ -74,7 +74,8 @@ options:
     default: "391"
   chat_fields:
     description:
-      - Fields merged into the body of every request the checks send (the recipe's C(smoke.chat_template_kwargs)
+      - >-
+        Fields merged into the body of every request the checks send (the recipe's C(smoke.chat_template_kwargs)
         goes here as C({"chat_template_kwargs": ...})). They cannot replace the fields the checks set themselves
         (C(messages), C(max_tokens), C(temperature), C(stream), C(stream_options), C(model)).
     type: dict
