@@ -793,3 +793,15 @@ def test_no_recipe_quotes_config_json_inside_download_sh_engram_files():
         assert not quoted.search(text), path.name
     assert 'config.json fetched by name after them' in ' '.join(
         line.lstrip('# ') for line in TP2.read_text().splitlines())
+
+
+
+# ------------------------------------------------------------ tfpy: the CUDA-extension cache (issue 25 B9)
+def test_tfpy_keeps_its_cuda_extension_cache_on_the_host():
+    """ashhart deploy/dsv41-tp2/docker-compose.yaml @082a455: ${CACHE_DIR}:/root/.cache ("built CUDA extensions,
+    Triton kernels"); a --rm container without it compiles next to the loaded model on every start."""
+    r = load(TFPY)
+    assert {'src': '{cache_dir}', 'dest': '/root/.cache', 'mode': 'rw', 'create': True} in r['container']['mounts']
+    cmd = container_run(r['container'], 'n', 'i', '/e', [],
+                        values={'model_dir': '/m', 'engram_dir': '/g', 'cache_dir': '/var/lib/sparkfold/engine-cache'})
+    assert '/var/lib/sparkfold/engine-cache:/root/.cache:rw' in cmd
