@@ -795,7 +795,6 @@ def test_no_recipe_quotes_config_json_inside_download_sh_engram_files():
         line.lstrip('# ') for line in TP2.read_text().splitlines())
 
 
-
 # ------------------------------------------------------------ tfpy: the CUDA-extension cache (issue 25 B9)
 def test_tfpy_keeps_its_cuda_extension_cache_on_the_host():
     """ashhart deploy/dsv41-tp2/docker-compose.yaml @082a455: ${CACHE_DIR}:/root/.cache ("built CUDA extensions,
