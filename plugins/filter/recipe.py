@@ -45,6 +45,10 @@ SGLANG_ENV = {'NODE_RANK': '{rank}', 'NNODES': '{world}', 'TP_SIZE': '{world}', 
               'DIST_INIT_ADDR': '{master}:{rendezvous_port}'}
 # Two NCCL runtimes abort DeepEP (MiaAI docs/switchless-ring.md Pitfall 2): the patched one goes over the pip path.
 SGLANG_NO_LOADER_ENV = ('LD_LIBRARY_PATH', 'LD_PRELOAD')
+# vLLM's long-prefill cap leaves the other requests of a step this many tokens of the batch budget (MiaAI-Lab/
+# DeepSeek-v4.1-Flash-EXL3-2x-DGX-Sparks .env.example @1add6687: "Keep MNBT - THRESHOLD >= 256"; @cefd594b: "1280 =
+# 1536 - 256 at the shipped chunk"): a threshold at or over --max-num-batched-tokens caps nothing.
+VLLM_PREFILL_SHARE = 256
 # TensorFold's Python engine (sfxnz run.sh @13a26f7: MAX_MTP_DRAFTS=5, "DSpark drafts at most 5 tokens a round").
 TFPY_MAX_MTP_DRAFTS = 5
 # sfxnz run.sh @13a26f7: `tensorfold serve` flags rank 0 alone passes (rank 1 has no HTTP port); every other flag
@@ -62,6 +66,7 @@ PLACEHOLDERS = {
     'kit_dir': 'the verified kernel kit',
     'engram_dir': 'the Engram tables on local disk',
     'engram_src_dir': 'the slim Engram folder (engram.slim: shards 47/48 linked, an index of the embed tables only)',
+    'cache_dir': "this node's engine cache (JIT kernels, compiled extensions), kept across restarts",
     'prefix': "the engine's current build",
     'python': 'a Python for the input tools',
     'rank': "this node's rank",
@@ -291,6 +296,10 @@ def recipe_problems(recipe):
     if flavour == 'sglang-container':
         problems.extend(_sglang_problems(recipe))
     serve = recipe['serve']
+    if serve['thinking'] and not (recipe['smoke'].get('chat_template_kwargs') or {}):
+        problems.append('smoke.chat_template_kwargs is missing: serve.thinking is on, so the smoke request must switch '
+                        "thinking off the way the source's smoke does (for example {enable_thinking: false}), or a "
+                        'reply that ends while the engine still thinks fails a healthy engine')
     if _is_type(serve.get('window'), int) and serve['window'] < serve['context']:
         problems.append(f"serve.window {serve['window']} is less than serve.context {serve['context']}: "
                         'the streams share the window, a request takes at most the context')
@@ -348,6 +357,9 @@ def _container_problems(recipe):
                 or not isinstance(mount.get('dest'), str) or not mount['dest'].startswith('/')
                 or mount.get('mode', 'ro') not in ('ro', 'rw')):
             problems.append(f'container.mounts: {mount!r} is not {{src, dest (absolute), mode ro or rw}}')
+        elif mount.get('create') and (mount.get('mode', 'ro') != 'rw' or not mount['src'].startswith('{cache_dir}')):
+            problems.append(f"container.mounts: {mount['src']} -> {mount['dest']} has create: true, which only a "
+                            'read-write cache under {cache_dir} may have (the roles make that directory)')
     memory = recipe['memory']
     boot = memory['weights_gib_per_rank'] + memory['boot_margin_gib']
     if memory['gate_gib'] < boot:
@@ -369,7 +381,23 @@ def _vllm_problems(recipe):
             problems.append(f'launch.{rank}.args must pass --node-rank {{rank}}')
         if '{headless_args}' not in args:
             problems.append(f'launch.{rank}.args must hold {{headless_args}} (--headless on the workers)')
+        budget = _flag_int(args, '--max-num-batched-tokens')
+        threshold = _flag_int(args, '--long-prefill-token-threshold')
+        if budget is not None and threshold is not None and budget - threshold < VLLM_PREFILL_SHARE:
+            problems.append(
+                f'launch.{rank}.args: --long-prefill-token-threshold {threshold} leaves --max-num-batched-tokens '
+                f'{budget} less than {VLLM_PREFILL_SHARE} tokens a step for the other requests (a threshold at or '
+                f'over the budget does nothing): keep the budget - the threshold >= {VLLM_PREFILL_SHARE}, '
+                f'at most {budget - VLLM_PREFILL_SHARE}')
     return problems
+
+
+def _flag_int(args, flag):
+    """The whole number after flag in args; None when flag is missing or its value is not a number."""
+    if flag not in args[:-1]:
+        return None
+    value = args[args.index(flag) + 1]
+    return int(value) if value.isdigit() else None
 
 
 def _without(args, flags):

@@ -3,7 +3,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Smoke checks of a served model, the ones the upstream recipes use, standard library only.
 
-- arithmetic: "What is 17 * 23?" must be answered with 391;
+- arithmetic: "What is 17 * 23?" must be answered with 391 (or the recipe's own question and answer);
 - needle: passphrases (``passphrase: WORD``) planted at fractional depths of a filler text of a
   chosen token length must all come back, in order (its parts: engine_needle);
 - determinism: the same greedy request sent by several streams at once gives the same text;
@@ -11,8 +11,14 @@
 
 Each ``run_*`` function takes an :class:`engine_client.EngineClient` and returns a dict
 ``{name, passed, detail, seconds, ...}``; an :class:`EngineError` during a check fails that check
-(its message is the detail) instead of raising. :func:`engine_context` reads the context length the
-engine serves, for the smoke test and the benchmark alike.
+(its message is the detail) instead of raising. ``extra`` is merged into every request body: the
+recipe's chat settings, such as the switch that turns thinking off (``chat_template_kwargs``).
+:func:`engine_context` reads the context length the engine serves, for the smoke test and the
+benchmark alike.
+
+A reply is read where the engine puts it: its content, and the thinking a reasoning parser splits off
+(``reasoning_content`` in vLLM's and SGLang's chat deltas, vLLM's later ``reasoning``: engine_stream),
+so a healthy engine whose reply ended while it was still thinking is not failed for it.
 """
 
 from __future__ import annotations
@@ -28,6 +34,18 @@ from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_stream im
 ARITHMETIC_QUESTION = "What is 17 * 23?"
 ARITHMETIC_ANSWER = "391"
 CHECK_NAMES = ("arithmetic", "needle", "determinism", "count")
+
+
+# The body fields the checks set themselves (engine_client): chat_fields may not replace them.
+OWN_FIELDS = ("messages", "prompt", "model", "max_tokens", "temperature", "stream", "stream_options")
+
+
+def chat_fields_problems(fields):
+    """Problems of ``fields`` (the recipe's chat settings merged into every request body), as sentences."""
+    taken = sorted(k for k in fields or {} if k in OWN_FIELDS)
+    if taken:
+        return [f"chat_fields may not set {', '.join(taken)}: the checks set them themselves"]
+    return []
 
 
 def _result(name, passed, detail, started, **extra):
@@ -46,28 +64,45 @@ def _stream_problem(stream):
 
 
 # --- arithmetic -------------------------------------------------------------------------------
-def check_arithmetic_answer(text, expected=ARITHMETIC_ANSWER):
-    """(passed, detail): ``expected`` appears in ``text`` as a number of its own (not in 3910 or 1391)."""
-    if re.search(r"(?<![\d.])" + re.escape(expected) + r"(?![\d])", text or ""):
+def _holds(expected, text):
+    """``expected`` appears in ``text`` as a number of its own (not in 3910 or 1391)."""
+    return re.search(r"(?<![\d.])" + re.escape(expected) + r"(?![\d])", text or "") is not None
+
+
+def check_arithmetic_answer(text, expected=ARITHMETIC_ANSWER, reasoning=""):
+    """(passed, detail): ``expected`` appears in the answer ``text``, or else in the thinking ``reasoning`` (a
+    reply whose tokens ran out while the engine was still thinking), as a number of its own."""
+    if _holds(expected, text):
         return True, f"answered {shorten(text, 80)!r}"
-    return False, f"expected {expected} in the answer, got {shorten(text, 120)!r}"
+    if _holds(expected, reasoning):
+        return True, (f"{expected} in the thinking (reasoning content), the answer itself "
+                      f"{shorten(text, 40)!r}: {shorten(reasoning, 80)!r}")
+    got = f"expected {expected} in the answer, got {shorten(text, 120)!r}"
+    if reasoning:
+        got += f" after thinking {shorten(reasoning, 80)!r}"
+    return False, got
 
 
-def run_arithmetic(client, max_tokens=256, extra=None):
-    """Ask "What is 17 * 23?" (streamed, temperature 0); passes when the answer contains 391.
+def reply_text(stream):
+    """What a reply says: its content, or its thinking (reasoning content) when the content is empty."""
+    return stream.text if stream.text.strip() else stream.reasoning
+
+
+def run_arithmetic(client, max_tokens=256, extra=None, question=ARITHMETIC_QUESTION, answer=ARITHMETIC_ANSWER):
+    """Ask ``question`` (streamed, temperature 0, ``extra`` in the body); passes when the reply holds ``answer``.
 
     Also returns ``ttft_s``, ``decode_tok_s`` and ``reply``.
     """
     started = time.monotonic()
     try:
-        stream = client.ask(ARITHMETIC_QUESTION, max_tokens, 0.0, extra)
+        stream = client.ask(question, max_tokens, 0.0, extra)
     except EngineError as exc:
         return _result("arithmetic", False, str(exc), started, ttft_s=None, decode_tok_s=None, reply=None)
-    figures = {"ttft_s": stream.ttft_s, "decode_tok_s": stream.decode_tok_s, "reply": stream.text}
+    figures = {"ttft_s": stream.ttft_s, "decode_tok_s": stream.decode_tok_s, "reply": reply_text(stream)}
     problem = _stream_problem(stream)
     if problem:
         return _result("arithmetic", False, problem, started, **figures)
-    passed, detail = check_arithmetic_answer(stream.text)
+    passed, detail = check_arithmetic_answer(stream.text, answer, stream.reasoning)
     return _result("arithmetic", passed, detail, started, **figures)
 
 
@@ -96,11 +131,11 @@ def run_needle(client, target_tokens, depths, count=None, seed=0, use_tokenize=T
         stream = needle.ask(client, max_tokens, extra)
     except (ValueError, EngineError) as exc:
         return _result("needle", False, str(exc), started, **figures)
-    figures["reply"] = stream.text
+    figures["reply"] = reply_text(stream)
     problem = _stream_problem(stream)
     if problem:
         return _result("needle", False, problem, started, **figures)
-    passed, detail = needle.check(stream.text)
+    passed, detail = needle.check(figures["reply"])
     size = f"{prompt.tokens}-token prompt ({source}), depths {', '.join(f'{d:g}' for d in needle.depths)}"
     if prompt.error > 0.01:
         size += f", {prompt.error:.1%} off the {target_tokens} asked"
@@ -153,7 +188,7 @@ def run_determinism(client, streams=4, max_tokens=64, prompt=DETERMINISM_PROMPT,
             problems.append(f"stream {i}: {_stream_problem(r)}")
     if problems:
         return _result("determinism", False, "; ".join(problems), started, texts=[])
-    texts = [r.text for r in results]
+    texts = [reply_text(r) for r in results]
     if not texts[0].strip():
         return _result("determinism", False, "the replies are empty", started, texts=texts)
     passed, detail = compare_texts(texts)
@@ -184,7 +219,7 @@ def run_count(client, upto=200, max_tokens=None, extra=None):
     problem = _stream_problem(stream)
     if problem:
         return _result("count", False, problem, started)
-    passed, detail = check_count(stream.text, upto)
+    passed, detail = check_count(reply_text(stream), upto)
     return _result("count", passed, detail, started)
 
 

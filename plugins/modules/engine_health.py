@@ -14,7 +14,7 @@ version_added: "0.1.0"
 description:
   - Probes the engine at O(url) until it is ready or O(wait) seconds have passed, then checks that
     C(/v1/models) lists O(served_name) and, with O(chat_check), that a streamed chat request answers
-    C(What is 17 * 23?) with 391.
+    O(chat_question) (C(What is 17 * 23?)) with O(chat_answer) (391).
   - >-
     Reads C(/health) as TensorFold, vLLM and llama.cpp answer it. Connection refused means the engine is
     still loading (TensorFold opens HTTP only once the model is loaded). TensorFold's
@@ -61,10 +61,35 @@ options:
     default: 30.0
   chat_check:
     description:
-      - Once ready, ask C(What is 17 * 23?) (streamed, temperature 0) and fail unless the answer contains 391.
-        Returns the time to first token and the decode speed of that reply.
+      - Once ready, ask O(chat_question) (streamed, temperature 0, O(chat_fields) in the body) and fail unless
+        the reply holds O(chat_answer) as a number of its own. Returns the time to first token and the decode speed
+        of that reply.
+      - >-
+        The reply is read where the engine puts it: its content and, when that lacks the answer, the thinking a
+        reasoning parser splits off (C(reasoning_content) in vLLM's and SGLang's chat deltas, C(reasoning) in later
+        vLLM), so a healthy engine whose reply ended while it was still thinking is not failed for it.
     type: bool
     default: false
+  chat_question:
+    description:
+      - The question of O(chat_check) (the recipe's C(smoke.prompt)).
+    type: str
+    default: What is 17 * 23?
+  chat_answer:
+    description:
+      - The number the O(chat_check) reply must hold (the recipe's C(smoke.answer)).
+    type: str
+    default: "391"
+  chat_fields:
+    description:
+      - >-
+        Fields merged into the body of the O(chat_check) request, the recipe's chat settings, such as the switch
+        that turns thinking off as the recipe's own smoke request does
+        (C({"chat_template_kwargs": {"enable_thinking": false}}) for vLLM and TensorFold,
+        C({"chat_template_kwargs": {"thinking": false}}) for the SGLang ring). They cannot replace the fields the
+        check sets itself (C(messages), C(max_tokens), C(temperature), C(stream), C(stream_options), C(model)).
+    type: dict
+    default: {}
   chat_max_tokens:
     description:
       - Most tokens the reply of O(chat_check) may have. Leave room for thinking when the engine thinks first.
@@ -194,7 +219,12 @@ probes:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_checks import run_arithmetic
+from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_checks import (
+    ARITHMETIC_ANSWER,
+    ARITHMETIC_QUESTION,
+    chat_fields_problems,
+    run_arithmetic,
+)
 from ansible_collections.sparkfold.cluster.plugins.module_utils.engine_client import (
     ENGINE_ENDPOINT_ARG_SPEC,
     EngineClient,
@@ -214,6 +244,9 @@ def main():
             "timeout": {"type": "float", "default": 30.0},
             "chat_check": {"type": "bool", "default": False},
             "chat_max_tokens": {"type": "int", "default": 256, "no_log": False},
+            "chat_question": {"type": "str", "default": ARITHMETIC_QUESTION},
+            "chat_answer": {"type": "str", "default": ARITHMETIC_ANSWER},
+            "chat_fields": {"type": "dict", "default": {}},
         },
         supports_check_mode=True,
     )
@@ -226,6 +259,11 @@ def main():
         )
     if p["chat_max_tokens"] < 1:
         module.fail_json(msg=f"chat_max_tokens must be at least 1, got {p['chat_max_tokens']}")
+    bad_chat = chat_fields_problems(p["chat_fields"])
+    if not p["chat_question"].strip() or not p["chat_answer"].strip():
+        bad_chat.append("chat_question and chat_answer must not be empty: give the recipe's smoke prompt and answer")
+    if bad_chat:
+        module.fail_json(msg="; ".join(bad_chat))
     try:
         client = EngineClient(p["url"], api_key=p["api_key"], timeout=p["timeout"], model=p["served_name"])
     except ValueError as exc:
@@ -270,12 +308,13 @@ def main():
 
     if p["chat_check"]:
         client.timeout = p["timeout"]
-        check = run_arithmetic(client, max_tokens=p["chat_max_tokens"])
+        check = run_arithmetic(client, max_tokens=p["chat_max_tokens"], extra=p["chat_fields"] or None,
+                               question=p["chat_question"], answer=p["chat_answer"])
         result.update({"ttft_s": check["ttft_s"], "decode_tok_s": check["decode_tok_s"], "reply": check["reply"]})
         if not check["passed"]:
             probe.set("chat_failed", f"chat check failed: {check['detail']}")
             finish(False, f"the engine at {client.base_url} is up but its chat check failed: asked "
-                          f"'What is 17 * 23?', {check['detail']}; look at the engine's journal")
+                          f"{p['chat_question']!r}, {check['detail']}; look at the engine's journal")
     result["ready"] = True
     finish(True)
 

@@ -14,7 +14,15 @@ version_added: "0.1.0"
 description:
   - Runs the smoke checks the upstream recipes use against an OpenAI-compatible engine (TensorFold, vLLM,
     llama.cpp), one after the other, each with streamed requests at temperature 0.
-  - V(arithmetic) asks C(What is 17 * 23?) and expects 391 in the answer.
+  - V(arithmetic) asks O(arithmetic_question) (by default C(What is 17 * 23?)) and expects O(arithmetic_answer)
+    (391) in the answer, as a number of its own.
+  - >-
+    Every request carries O(chat_fields), the recipe's chat settings: the switch that turns thinking off the way
+    the recipe's own smoke request does (vLLM C({"chat_template_kwargs": {"enable_thinking": false}}), SGLang
+    C({"chat_template_kwargs": {"thinking": false}})). A reply is read where the engine puts it: its content and,
+    when the content is empty or lacks the answer, the thinking a reasoning parser splits off
+    (C(reasoning_content) in vLLM's and SGLang's chat deltas, C(reasoning) in later vLLM), so a healthy engine
+    whose reply ended while it was still thinking is not failed.
   - >-
     V(needle) plants O(needle_count) passphrases (sentences C(Remember this passphrase: WORD.)) at the fractional
     depths O(needle_depths) of a filler text of O(needle_tokens) tokens and asks for them; every passphrase
@@ -54,6 +62,24 @@ options:
         A long needle prompt needs its whole prefill within this (about 15 s for 32768 tokens at 2,150 tok/s).
     type: float
     default: 300.0
+  arithmetic_question:
+    description:
+      - The question V(arithmetic) asks (the recipe's C(smoke.prompt)).
+    type: str
+    default: What is 17 * 23?
+  arithmetic_answer:
+    description:
+      - The number the V(arithmetic) reply must hold (the recipe's C(smoke.answer)).
+    type: str
+    default: "391"
+  chat_fields:
+    description:
+      - >-
+        Fields merged into the body of every request the checks send (the recipe's C(smoke.chat_template_kwargs)
+        goes here as C({"chat_template_kwargs": ...})). They cannot replace the fields the checks set themselves
+        (C(messages), C(max_tokens), C(temperature), C(stream), C(stream_options), C(model)).
+    type: dict
+    default: {}
   reply_tokens:
     description:
       - Most tokens the replies of V(arithmetic) and V(needle) may have. Leave room for thinking when the engine
@@ -219,19 +245,22 @@ def run_checks(client, p, context):
     results = []
     extras = {"ttft_s": None, "decode_tok_s": None, "needle": {}}
     for name in p["checks"]:
+        extra = p["chat_fields"] or None
         if name == "arithmetic":
-            r = engine_checks.run_arithmetic(client, max_tokens=p["reply_tokens"])
+            r = engine_checks.run_arithmetic(client, max_tokens=p["reply_tokens"], extra=extra,
+                                             question=p["arithmetic_question"], answer=p["arithmetic_answer"])
             extras["ttft_s"], extras["decode_tok_s"] = r["ttft_s"], r["decode_tok_s"]
         elif name == "needle":
             r = engine_checks.run_needle(
                 client, p["needle_tokens"], p["needle_depths"] or None, p["needle_count"], seed=p["seed"],
                 use_tokenize=p["needle_tokenizer"] == "server", max_tokens=p["reply_tokens"], context=context,
+                extra=extra,
             )
             extras["needle"] = {k: r[k] for k in ("prompt_tokens", "token_source", "passphrases")}
         elif name == "determinism":
-            r = engine_checks.run_determinism(client, p["determinism_streams"], p["determinism_tokens"])
+            r = engine_checks.run_determinism(client, p["determinism_streams"], p["determinism_tokens"], extra=extra)
         else:
-            r = engine_checks.run_count(client, p["count_to"])
+            r = engine_checks.run_count(client, p["count_to"], extra=extra)
         results.append(r)
     return results, extras
 
@@ -245,6 +274,9 @@ def main():
             "checks": {"type": "list", "elements": "str", "default": DEFAULT_CHECKS,
                        "choices": list(engine_checks.CHECK_NAMES)},
             "timeout": {"type": "float", "default": 300.0},
+            "arithmetic_question": {"type": "str", "default": engine_checks.ARITHMETIC_QUESTION},
+            "arithmetic_answer": {"type": "str", "default": engine_checks.ARITHMETIC_ANSWER},
+            "chat_fields": {"type": "dict", "default": {}},
             "reply_tokens": {"type": "int", "default": 256, "no_log": False},
             "needle_tokens": {"type": "int", "default": 32768, "no_log": False},
             "needle_count": {"type": "int", "default": 3},
@@ -272,6 +304,10 @@ def main():
         bad = [d for d in p["needle_depths"] if not 0.0 <= d <= 1.0]
         if bad:
             problems.append(f"needle_depths are fractions from 0.0 to 1.0, got {bad}")
+    problems.extend(engine_checks.chat_fields_problems(p["chat_fields"]))
+    for name in ("arithmetic_question", "arithmetic_answer"):
+        if not p[name].strip():
+            problems.append(f"{name} is empty: give the recipe's smoke prompt and the answer it must hold")
     if not p["checks"]:
         problems.append("checks is empty: name at least one of " + ", ".join(engine_checks.CHECK_NAMES))
     if problems:

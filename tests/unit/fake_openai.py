@@ -19,6 +19,12 @@ The shapes the engines really answer, as their sources show them:
 - llama.cpp's served context: `/v1/models` `data[].meta` (`n_ctx_train` is the trained window, not the served
   one; some builds add `n_ctx`) and `/props` `default_generation_settings.n_ctx` (`llama_cpp_models`,
   `llama_cpp_props`).
+- A model that thinks first (`thinking_chat`), as vLLM and SGLang serve DeepSeek with a reasoning parser: the
+  thinking goes out in the chat delta's `reasoning_content` (vllm-project/vllm vllm/entrypoints/openai/protocol.py
+  @0052bed36509c7a5a2d8e48265334e40cf2f5a0e `DeltaMessage`; sgl-project/sglang
+  python/sglang/srt/entrypoints/openai/protocol.py @004c82e07d876f6e4a0ad6e15325706b0f478f1a `DeltaMessage`; later
+  vLLM names it `reasoning`), the answer in `content`, both within the request's `max_tokens`; a
+  `chat_template_kwargs` switch set false (vLLM's `enable_thinking`, SGLang's DeepSeek `thinking`) turns it off.
 - A prompt cache (`PrefixCache`): the longest prefix of a prompt's tokens that an earlier prompt had is served from
   the cache and the reply says how many, as vLLM (`usage.prompt_tokens_details.cached_tokens`, automatic prefix
   caching) and llama.cpp (`timings.cache_n`) do.
@@ -49,6 +55,32 @@ def chat_chunks(text, usage=True, done=True):
     if done:
         events.append("[DONE]")
     return events
+
+
+def thinking_chat(answer, thinking, key="reasoning_content", switch="enable_thinking"):
+    """A chat handler of a model that thinks first: ``thinking`` word by word in ``delta.<key>``, then ``answer`` (a
+    str, or a function of the request body giving one) in ``delta.content``, cut at the request's max_tokens
+    (finish_reason "length"). ``chat_template_kwargs.<switch>`` false leaves the thinking out."""
+
+    def handler(body, _n):
+        reply = answer(body) if callable(answer) else answer
+        off = (body.get("chat_template_kwargs") or {}).get(switch) is False
+        words = ([] if off else [(key, w) for w in thinking.split(" ")]) + [("content", w) for w in reply.split(" ")]
+        limit = body.get("max_tokens") or len(words)
+        events, started = [], set()
+        for field, word in words[:limit]:
+            events.append({"object": "chat.completion.chunk", "choices": [
+                {"index": 0, "delta": {field: word if field not in started else " " + word}, "finish_reason": None}]})
+            started.add(field)
+        sent = min(limit, len(words))
+        finish = "stop" if sent == len(words) else "length"
+        events.append({"object": "chat.completion.chunk",
+                       "choices": [{"index": 0, "delta": {}, "finish_reason": finish}],
+                       "usage": {"prompt_tokens": 9, "completion_tokens": sent, "total_tokens": 9 + sent}})
+        events.append("[DONE]")
+        return 200, events
+
+    return handler
 
 
 def models_list(*names):

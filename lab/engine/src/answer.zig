@@ -1,6 +1,6 @@
 //! Replies and tokens of the lab engine SIMULATOR. Deterministic on purpose: the same
 //! request always gets the same reply, whatever the temperature and however many requests
-//! run at once, so the smoke checks the recipes use (17 * 23, counting, needle-in-a-haystack
+//! run at once, so the smoke checks the recipes use (17 * 23, 17*19, 19 + 23, counting, needle-in-a-haystack
 //! passphrases, identical greedy output across concurrent runs) have exact answers.
 //!
 //! A "token" is a whitespace-separated word, for prompts and replies alike.
@@ -34,14 +34,16 @@ pub const Reply = struct {
 /// Builds the reply to a request.
 /// `texts` are the contents of all messages (or the prompt) in order, `last_user` the last
 /// user message (or the prompt). Rules, first match wins:
-///  1. `last_user` contains "What is A * B?" (integers): "A * B = P".
+///  1. `last_user` contains "What is A * B?" or "What is A + B?" (integers): "A * B = P" or "A + B = S" (the
+///     recipes' smoke questions: 17 * 23, the vLLM overlay's 17*19, the SGLang ring's 19 + 23).
 ///  2. "passphrase" appears anywhere: "The passphrases are: X, Y, Z." with every word that
 ///     follows "passphrase:" in the texts, in order of appearance.
 ///  3. `last_user` contains "count from 1 to N": "1 2 3 ... N".
 ///  4. otherwise "counting 1 2 3 ..." up to max_tokens words.
 pub fn build(arena: Allocator, texts: []const []const u8, last_user: []const u8, max_tokens: usize) Allocator.Error!Reply {
     if (findProduct(last_user)) |p| {
-        const full = try std.fmt.allocPrint(arena, "{d} * {d} = {d}", .{ p.a, p.b, @as(i128, p.a) * @as(i128, p.b) });
+        const value = if (p.op == '*') @as(i128, p.a) * @as(i128, p.b) else @as(i128, p.a) + @as(i128, p.b);
+        const full = try std.fmt.allocPrint(arena, "{d} {c} {d} = {d}", .{ p.a, p.op, p.b, value });
         return truncate(arena, full, max_tokens);
     }
     if (mentionsPassphrase(texts)) {
@@ -106,9 +108,9 @@ fn truncate(arena: Allocator, full: []const u8, max_tokens: usize) Allocator.Err
     return .{ .text = out.written(), .completion_tokens = words, .finish_reason = "stop" };
 }
 
-const Product = struct { a: i64, b: i64 };
+const Product = struct { a: i64, b: i64, op: u8 = '*' };
 
-/// Finds "What is A * B?" (case-insensitive "what is"; the last one that parses wins).
+/// Finds "What is A * B?" or "What is A + B?" (case-insensitive "what is"; the last one that parses wins).
 fn findProduct(text: []const u8) ?Product {
     const key = "what is ";
     var result: ?Product = null;
@@ -119,12 +121,12 @@ fn findProduct(text: []const u8) ?Product {
         p.spaces();
         const a = p.int() orelse continue;
         p.spaces();
-        if (!p.eat('*')) continue;
+        const op: u8 = if (p.eat('*')) '*' else if (p.eat('+')) '+' else continue;
         p.spaces();
         const b = p.int() orelse continue;
         p.spaces();
         if (!p.eat('?')) continue;
-        result = .{ .a = a, .b = b };
+        result = .{ .a = a, .b = b, .op = op };
     }
     return result;
 }
@@ -206,6 +208,11 @@ test "arithmetic" {
     try expectReply("17 * 23 = 391", &.{"What is 17 * 23?"}, "What is 17 * 23?", 64);
     try expectReply("-4 * 5 = -20", &.{"Quick: what is -4*5? Answer briefly."}, "Quick: what is -4*5? Answer briefly.", 64);
     try expectReply("17 * 23", &.{"What is 17 * 23?"}, "What is 17 * 23?", 3);
+    // the vLLM overlay's and the SGLang ring's smoke questions (their recipes' smoke.prompt)
+    const vllm = "What is 17*19? Reply with the integer only.";
+    try expectReply("17 * 19 = 323", &.{vllm}, vllm, 32);
+    const ring = "What is 19 + 23? Reply only with the number.";
+    try expectReply("19 + 23 = 42", &.{ring}, ring, 32);
 }
 
 test "passphrases in order" {

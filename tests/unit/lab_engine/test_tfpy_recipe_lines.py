@@ -54,7 +54,7 @@ def line(recipe, rank, model, mport, hport):
               'thinking_args': ['--thinking'] if serve['thinking'] else ['--no-thinking']}
     args = recipe_render(launch['args'], values)
     cmd = container_run(recipe['container'], f'sparkfold-engine-{rank}', 'localhost/sparkfold-engine:t', '/e.env',
-                        args, values={'model_dir': str(model), 'engram_dir': '/unused'})
+                        args, values={'model_dir': str(model), 'engram_dir': '/unused', 'cache_dir': '/unused'})
     entry = cmd.index('--entrypoint')
     assert cmd[entry + 2] == 'localhost/sparkfold-engine:t'
     weights = recipe['container']['mounts'][0]['dest']

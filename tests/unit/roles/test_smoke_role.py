@@ -40,6 +40,7 @@ def smoke(pair, tmp_path, moved, extra=()):
         "recipe_api_port": pair.port,
         "recipe_api_served_name": "dsv41-sim",
         "recipe_api_key": "",
+        "recipe_spec": {"smoke": {"prompt": "What is 17 * 23?", "answer": "391", "chat_template_kwargs": {}}},
         "smoke_checks": ["arithmetic"],
         "smoke_wait_s": 60,
         "smoke_interval_s": 1,
@@ -62,7 +63,7 @@ def ran_checks(stdout):
 
 def test_no_rank_moved_probes_health_and_leaves_the_checks_out(pair, tmp_path):
     out = smoke(pair, tmp_path, moved=False)
-    assert "17 * 23: TTFT" in out
+    assert "What is 17 * 23? -> 391: TTFT" in out
     assert LEFT_OUT in out
     assert not ran_checks(out)
 

@@ -339,8 +339,13 @@ def test_container_run_podman_and_docker():
 def test_container_run_fills_the_mounts_in():
     r = load(VLLM)
     # The slim Engram folder (engram.slim) is what the vLLM overlay mounts at /engram-src.
-    cmd = container_run(r['container'], 'n', 'i', '/e', [], values={'model_dir': '/srv/m', 'engram_src_dir': '/var/e'})
+    paths = {'model_dir': '/srv/m', 'engram_src_dir': '/var/e', 'cache_dir': '/var/c'}
+    cmd = container_run(r['container'], 'n', 'i', '/e', [], values=paths)
     assert '/srv/m:/model:ro' in cmd and '/var/e:/engram-src:ro' in cmd
+    # start.sh @145bb98's JIT caches, read-write, kept on the host (issue 25 B13)
+    volumes = [cmd[i + 1] for i, arg in enumerate(cmd) if arg == '--volume']
+    assert volumes[2:] == ['/var/c:/root/.cache/vllm:rw', '/var/c/triton:/root/.triton/cache:rw',
+                           '/var/c/tilelang:/root/.tilelang/cache:rw']
     with pytest.raises(AnsibleFilterError, match=re.escape('no value for {engram_src_dir}')):
         container_run(r['container'], 'n', 'i', '/e', [], values={'model_dir': '/srv/m'})
 
@@ -700,3 +705,102 @@ def test_recipe_check_through_ansible_returns_plain_containers():
     templar.environment.filters['recipe_check'] = check
     templar.template(trust_as_template("{{ recipe_loaded | combine({}) | recipe_check('tp2') }}"))
     assert _container_types(returned[0]) == {dict, list}
+
+
+# ------------------------------------------------------------ the smoke request follows each recipe (issue 25 B11)
+@pytest.mark.parametrize(('path', 'switch'), [
+    # MiaAI-Lab/DeepSeek-v4.1-Flash-EXL3-2x-DGX-Sparks README @145bb98 smoke:
+    # "chat_template_kwargs":{"enable_thinking":false}
+    (VLLM, {'enable_thinking': False}),
+    # MiaAI-Lab/DeepSeek-v4.1-Flash-DGX-Sparks start.sh @e098520 cmd_smoke, boot.py smoke(): {"thinking": false}
+    (RING, {'thinking': False}),
+    # bertholomus/deepseek-v4.1-tensorfold-tp4-4xgb10 scripts/serve.sh @6033ea48 check: {"enable_thinking": false}
+    (TP2, {'enable_thinking': False}),
+    (ROOT / 'roles' / 'recipe' / 'recipes' / 'dsv41-flash-tp4-zig.yml', {'enable_thinking': False}),
+    # sfxnz run.sh @13a26f7 THINKING=0: the server does not think, the request needs no switch
+    (TFPY, {}),
+], ids=['vllm', 'ring', 'tp2', 'tp4', 'tfpy'])
+def test_each_recipe_smoke_switches_thinking_off_as_its_source(path, switch):
+    r = recipe_check(load(path))
+    assert r['smoke']['chat_template_kwargs'] == switch
+    assert bool(switch) == r['serve']['thinking']
+
+
+def test_a_thinking_recipe_without_the_smoke_switch_is_refused():
+    recipe = load(VLLM)
+    del recipe['smoke']['chat_template_kwargs']
+    assert recipe_problems(recipe) == [
+        'smoke.chat_template_kwargs is missing: serve.thinking is on, so the smoke request must switch thinking off '
+        "the way the source's smoke does (for example {enable_thinking: false}), or a reply that ends while the "
+        'engine still thinks fails a healthy engine']
+    recipe['serve']['thinking'] = False
+    assert recipe_problems(recipe) == []
+
+
+# ------------------------------------------------------------------ vLLM scheduling and caches (issue 25 B13)
+def test_the_vllm_long_prefill_cap_leaves_the_budget_256_tokens():
+    """.env.example @cefd594: MAX_NUM_BATCHED_TOKENS=1536, LONG_PREFILL_TOKEN_THRESHOLD=1280 ("Keep MNBT - THRESHOLD
+    >= 256"); the 1024/1792 pair of @1add668 capped nothing (vLLM cuts to the threshold, then to the budget)."""
+    r = load(VLLM)
+    flags = dict(zip(r['launch']['rank0']['args'], r['launch']['rank0']['args'][1:]))
+    assert (flags['--max-num-batched-tokens'], flags['--long-prefill-token-threshold']) == ('1536', '1280')
+    args = r['launch']['rank0']['args']
+    args[args.index('--max-num-batched-tokens') + 1] = '1024'
+    args[args.index('--long-prefill-token-threshold') + 1] = '1792'
+    assert recipe_problems(r) == [
+        f'launch.{rank}.args: --long-prefill-token-threshold 1792 leaves --max-num-batched-tokens 1024 less than 256 '
+        'tokens a step for the other requests (a threshold at or over the budget does nothing): keep the budget - '
+        'the threshold >= 256, at most 768' for rank in ('rank0', 'follower')]
+
+
+def test_only_a_read_write_cache_under_cache_dir_is_created():
+    r = load(VLLM)
+    r['container']['mounts'][0]['create'] = True
+    r['container']['mounts'][2]['mode'] = 'ro'
+    assert recipe_problems(r) == [
+        'container.mounts: {model_dir} -> /model has create: true, which only a read-write cache under {cache_dir} '
+        'may have (the roles make that directory)',
+        'container.mounts: {cache_dir} -> /root/.cache/vllm has create: true, which only a read-write cache under '
+        '{cache_dir} may have (the roles make that directory)']
+
+
+# ------------------------------------------------------------ memory figures from their own sources (issue 25 B12)
+TP4 = ROOT / 'roles' / 'recipe' / 'recipes' / 'dsv41-flash-tp4-zig.yml'
+
+
+@pytest.mark.parametrize(('path', 'borrowed', 'source'), [
+    # no TP2 source publishes a gate: the Python deployment's Makefile does (ashhart deploy/dsv41-tp2 @43aee467)
+    (TP2, ['memory.gate_gib 112', 'memory.gate_timeout_s 600'], 'MEM_READY_GIB ?= 112'),
+    # TP4 publishes only its lowest free memory at 500K; the gate is derived, the wait and the floor are TP2's
+    (TP4, ['memory.gate_gib 80', 'memory.gate_timeout_s 600', 'memory.serving_floor_gib 5'], '50 / 51 / 52 / 52 GiB'),
+], ids=['tp2', 'tp4'])
+def test_memory_figures_no_source_of_the_recipe_shows_are_unverified_with_their_reason(path, borrowed, source):
+    recipe = load(path)
+    entry = next(u for u in recipe['unverified'] if 'memory.gate_gib' in u)
+    for figure in borrowed:
+        field, value = figure.rsplit(' ', 1)
+        assert figure in ' '.join(entry.split()) and str(_get(recipe, field)[1]) == value
+    assert source in entry
+
+
+# ------------------------------------------------------------ citations that quote their source (issue 25 B14)
+def test_no_recipe_quotes_config_json_inside_download_sh_engram_files():
+    """MiaAI-Lab/DeepSeek-v4.1-Flash-EXL3-2x-DGX-Sparks download.sh @64e2ad62: ENGRAM_FILES holds the two shards and
+    the index; config.json is fetched by name after them. A quote with config.json inside the array is wrong."""
+    quoted = re.compile(r'ENGRAM_FILES=\(\s*"config\.json"')
+    for path in [*RECIPES, ROOT / 'docs' / 'recipes.md']:
+        text = ' '.join(line.lstrip('# ') for line in path.read_text().splitlines())
+        assert not quoted.search(text), path.name
+    assert 'config.json fetched by name after them' in ' '.join(
+        line.lstrip('# ') for line in TP2.read_text().splitlines())
+
+
+# ------------------------------------------------------------ tfpy: the CUDA-extension cache (issue 25 B9)
+def test_tfpy_keeps_its_cuda_extension_cache_on_the_host():
+    """ashhart deploy/dsv41-tp2/docker-compose.yaml @082a455: ${CACHE_DIR}:/root/.cache ("built CUDA extensions,
+    Triton kernels"); a --rm container without it compiles next to the loaded model on every start."""
+    r = load(TFPY)
+    assert {'src': '{cache_dir}', 'dest': '/root/.cache', 'mode': 'rw', 'create': True} in r['container']['mounts']
+    cmd = container_run(r['container'], 'n', 'i', '/e', [],
+                        values={'model_dir': '/m', 'engram_dir': '/g', 'cache_dir': '/var/lib/sparkfold/engine-cache'})
+    assert '/var/lib/sparkfold/engine-cache:/root/.cache:rw' in cmd

@@ -8,7 +8,14 @@ import pytest
 from ansible_collections.sparkfold.cluster.plugins.modules import engine_health
 
 from tests.labengine import Cluster, free_port, request, wait_until
-from tests.unit.fake_openai import FakeEngine, chat_chunks, models_list, silent_server, tensorfold_health
+from tests.unit.fake_openai import (
+    FakeEngine,
+    chat_chunks,
+    models_list,
+    silent_server,
+    tensorfold_health,
+    thinking_chat,
+)
 from tests.unit.module_runner import module_runner
 
 
@@ -188,3 +195,53 @@ def test_a_server_that_never_answers(run):
     assert "within 1 s" in once["msg"] and "wedged" in once["msg"]
     assert kind_wait == "fail" and waited["state"] == "timeout"
     assert took < 8  # 1 s, then at most wait + 1 s per probe, never the 30 s timeout
+
+
+def vllm_fake(chat):
+    """A vLLM-shaped engine (empty 200 /health) serving DeepSeek-v4.1-Flash-EXL3 with ``chat`` as its chat handler."""
+    fake = FakeEngine()
+    fake.route("GET", "/health", lambda body, n: (200, ""))
+    fake.route("GET", "/v1/models", lambda body, n: (200, models_list("DeepSeek-v4.1-Flash-EXL3")))
+    fake.route("POST", "/v1/chat/completions", chat)
+    return fake
+
+
+@pytest.mark.parametrize("key", ["reasoning_content", "reasoning"])
+def test_a_reply_cut_while_thinking_is_read_from_its_reasoning(run, key):
+    # thinking on (the chat template's default), a reasoning parser: 391 is in the thinking, the tokens run out
+    # before the answer, content stays empty. Before: "expected 391 in the answer, got ''" failed a healthy engine.
+    thinking = "17 * 23: 17 * 20 = 340 and 17 * 3 = 51, so 391. Let me double-check: 23 * 17 = 391. Yes."
+    with vllm_fake(thinking_chat("391", thinking, key=key)) as fake:
+        kind, result, _warnings = run({"url": fake.url, "served_name": "DeepSeek-v4.1-Flash-EXL3", "chat_check": True,
+                                       "chat_max_tokens": 20})
+    assert kind == "exit", result["msg"]
+    assert result["ready"] and result["reply"].startswith("17 * 23: 17 * 20 = 340")
+
+
+def test_the_recipe_question_and_its_thinking_switch_are_sent(run):
+    # The vLLM recipe's smoke (MiaAI README @145bb98): "What is 17*19? Reply with the integer only." -> 323 with
+    # chat_template_kwargs {enable_thinking: false}; thinking on, 256 tokens of it never reach the answer.
+    thinking = " ".join(["Let me think about this step by step."] * 40)
+    chat = thinking_chat(lambda body: "323" if "17*19" in body["messages"][0]["content"] else "?", thinking)
+    asked = {"url": None, "served_name": "DeepSeek-v4.1-Flash-EXL3", "chat_check": True,
+             "chat_question": "What is 17*19? Reply with the integer only.", "chat_answer": "323"}
+    with vllm_fake(chat) as fake:
+        kind, result, _warnings = run(dict(asked, url=fake.url,
+                                           chat_fields={"chat_template_kwargs": {"enable_thinking": False}}))
+        kind_on, thought, _warnings = run(dict(asked, url=fake.url))
+    assert kind == "exit", result["msg"]
+    assert result["ready"] and result["reply"] == "323"
+    body = next(c[2] for c in fake.calls if c[1] == "/v1/chat/completions")
+    assert body["messages"] == [{"role": "user", "content": "What is 17*19? Reply with the integer only."}]
+    assert body["chat_template_kwargs"] == {"enable_thinking": False} and body["max_tokens"] == 256
+    # without the switch the reply is all thinking: a real failure, which says so
+    assert kind_on == "fail" and thought["state"] == "chat_failed"
+    assert "asked 'What is 17*19? Reply with the integer only.', expected 323 in the answer, got '' after " \
+           "thinking 'Let me think" in thought["msg"]
+
+
+def test_chat_fields_may_not_replace_the_request(run):
+    kind, result, _warnings = run({"url": "http://127.0.0.1:1", "chat_check": True,
+                                   "chat_fields": {"max_tokens": 4, "messages": []}})
+    assert kind == "fail"
+    assert result["msg"] == "chat_fields may not set max_tokens, messages: the checks set them themselves"

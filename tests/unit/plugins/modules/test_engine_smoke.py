@@ -5,7 +5,7 @@ import pytest
 from ansible_collections.sparkfold.cluster.plugins.modules import engine_smoke
 
 from tests.labengine import Cluster, free_port
-from tests.unit.fake_openai import FakeEngine, chat_chunks, models_list
+from tests.unit.fake_openai import FakeEngine, chat_chunks, models_list, thinking_chat
 from tests.unit.module_runner import module_runner
 
 
@@ -91,3 +91,50 @@ def test_fake_engine_wrong_order_and_nondeterminism(run):
     assert "(estimate)" in by_name["needle"]["detail"]  # the fake has no /tokenize
     assert not by_name["determinism"]["passed"] and "differs from stream 0" in by_name["determinism"]["detail"]
     assert "2 of 2 checks failed (needle, determinism)" in result["msg"]
+
+
+def sglang_reply(body):
+    """What the SGLang ring's model answers once it stops thinking: the smoke's sum, passphrases in order, counting."""
+    text = body["messages"][-1]["content"]
+    if "passphrase" in text:
+        return ", ".join(w.split()[0].rstrip(".") for w in text.split("passphrase: ")[1:])
+    if "19 + 23" in text:
+        return "42"
+    if "count from 1 to" in text:
+        return " ".join(str(i) for i in range(1, 21))
+    return "Lighthouse keepers trim the wick and wind the clockwork that turns the lens."
+
+
+def test_a_thinking_engine_passes_every_check_with_the_recipe_switch(run):
+    # The SGLang ring recipe: thinking on by default and switched off per request with chat_template_kwargs
+    # {thinking: false} (MiaAI start.sh @e098520 cmd_smoke, boot.py smoke()); 300 words of thinking otherwise.
+    thinking = " ".join(["First I restate the question and consider it carefully."] * 30)
+    chat = thinking_chat(sglang_reply, thinking, switch="thinking")
+    with FakeEngine() as fake:
+        fake.route("GET", "/health", lambda body, n: (200, ""))
+        fake.route("GET", "/v1/models", lambda body, n: (200, models_list("deepseek-v4.1-flash")))
+        fake.route("POST", "/v1/chat/completions", chat)
+        asked = {"url": fake.url, "served_name": "deepseek-v4.1-flash", "needle_tokens": 2000, "count_to": 20,
+                 "checks": ["arithmetic", "needle", "determinism", "count"],
+                 "arithmetic_question": "What is 19 + 23? Reply only with the number.", "arithmetic_answer": "42"}
+        kind, result, _warnings = run(dict(asked, chat_fields={"chat_template_kwargs": {"thinking": False}}))
+        switched = [c[2] for c in fake.calls if c[1] == "/v1/chat/completions"]
+        kind_on, thought, _warnings = run(asked)
+    assert kind == "exit", result["msg"]
+    assert [c["name"] for c in result["checks"] if c["passed"]] == ["arithmetic", "needle", "determinism", "count"]
+    assert all(b["chat_template_kwargs"] == {"thinking": False} for b in switched) and len(switched) == 1 + 1 + 4 + 1
+    assert switched[0]["messages"][0]["content"] == "What is 19 + 23? Reply only with the number."
+    # left thinking, every reply is cut inside the thinking: the arithmetic, needle and count checks fail on it
+    # (determinism compares the thinking, which is the same text on every stream)
+    assert kind_on == "fail"
+    failed = {c["name"]: c["detail"] for c in thought["checks"] if not c["passed"]}
+    assert sorted(failed) == ["arithmetic", "count", "needle"]
+    assert failed["arithmetic"].startswith("expected 42 in the answer, got '' after thinking 'First I restate")
+
+
+def test_chat_fields_and_the_question_are_checked_before_anything_is_sent(run):
+    kind, result, _warnings = run({"url": "http://127.0.0.1:1", "chat_fields": {"stream": False},
+                                   "arithmetic_answer": " "})
+    assert kind == "fail"
+    assert result["msg"] == ("chat_fields may not set stream: the checks set them themselves; arithmetic_answer is "
+                             "empty: give the recipe's smoke prompt and the answer it must hold")
