@@ -282,6 +282,13 @@ def recipe_problems(recipe):
         if recipe['serve']['parallel'] > recipe['serve']['streams']:
             problems.append(f"serve.parallel {recipe['serve']['parallel']} is more than serve.streams "
                             f"{recipe['serve']['streams']}: this engine serves TF_DS_STREAMS streams at once")
+        # bertholomus/TensorFold zig/src/families/dsv41/prompt2d.zig @ea990ff7 Fan.open: rank 0 listens on PORT + g - 1
+        # for follower g (g = 1 .. world - 1).
+        launch = recipe['launch']
+        ports = [launch['rendezvous_port'] + g for g in range(recipe['world'] - 1)]
+        if 'listen_ports' in launch and launch['listen_ports'] != ports:
+            problems.append(f"launch.listen_ports {launch['listen_ports']} are not the ports rank 0 listens on: "
+                            f"rendezvous_port + g - 1 for each follower g, {ports}")
     if flavour in CONTAINER_FLAVOURS:
         problems.extend(_container_problems(recipe))
     if flavour == 'vllm-container':

@@ -700,3 +700,23 @@ def test_recipe_check_through_ansible_returns_plain_containers():
     templar.environment.filters['recipe_check'] = check
     templar.template(trust_as_template("{{ recipe_loaded | combine({}) | recipe_check('tp2') }}"))
     assert _container_types(returned[0]) == {dict, list}
+
+
+TP4 = ROOT / 'roles' / 'recipe' / 'recipes' / 'dsv41-flash-tp4-zig.yml'
+
+
+def test_zig_recipes_record_the_fixed_rdma_gid_index_and_rank_0s_listen_ports():
+    """model.zig @09bc7166: the decode ring's `.gid_index = 5` on TP2 and TP4; prompt2d.zig @ea990ff7 Fan.open: rank 0
+    listens on PORT + g - 1 for follower g (TP4: 29760-29762; TP2: the rendezvous port alone)."""
+    tp2, tp4 = load(TP2), load(TP4)
+    assert tp2['launch']['rdma_gid_index'] == 5 and tp4['launch']['rdma_gid_index'] == 5
+    assert tp4['launch']['listen_ports'] == [29760, 29761, 29762]
+    assert 'listen_ports' not in tp2['launch']
+    for recipe in (load(VLLM), load(TFPY), load(RING)):
+        assert 'rdma_gid_index' not in recipe['launch']
+    assert recipe_problems(tp4) == []
+    tp4['launch']['listen_ports'] = [29760]
+    assert ('launch.listen_ports [29760] are not the ports rank 0 listens on: rendezvous_port + g - 1 for each '
+            'follower g, [29760, 29761, 29762]') in recipe_problems(tp4)
+    tp2['launch']['rdma_gid_index'] = 256
+    assert any(p.startswith('launch.rdma_gid_index') for p in recipe_problems(tp2)), recipe_problems(tp2)
