@@ -472,6 +472,9 @@ def _drop_env(name):
      '= 6683000000'),
     (lambda r: r['capacity'].update(model='token-pool'), "capacity.model must be kv-per-token for SGLang"),
     (lambda r: r['ready'].update(path='/v1/models'), "ready.path must be /health"),
+    (lambda r: r['ready'].pop('log_line'),
+     "ready.log_line must be '^Ready: API on port {port}' while rank 0 runs boot.py's smoke test"),
+    (lambda r: r['ready'].update(log_line='^Ready'), "ready.log_line must be '^Ready: API on port {port}'"),
     (lambda r: r['container'].update(api_key_env='VLLM_API_KEY'), "container.api_key_env must be API_KEY"),
     (lambda r: r['launch']['follower'].update(args=['-u', '/opt/dsv41/boot.py', 'health']),
      'launch.follower.args must be launch.rank0.args'),
@@ -720,3 +723,22 @@ def test_zig_recipes_record_the_fixed_rdma_gid_index_and_rank_0s_listen_ports():
             'follower g, [29760, 29761, 29762]') in recipe_problems(tp4)
     tp2['launch']['rdma_gid_index'] = 256
     assert any(p.startswith('launch.rdma_gid_index') for p in recipe_problems(tp2)), recipe_problems(tp2)
+
+
+def test_readiness_follows_each_recipes_source():
+    """TP4 serve.sh @6033ea48: /v1/models lists the name, then a 4-token chat, thinking off; SGLang start.sh @e0985205:
+    boot.py's banner after its smoke test and warm-up; a head that skips the smoke (SKIP_SMOKE=1) is /health alone."""
+    tp4, ring, tp2 = load(TP4), load(RING), load(TP2)
+    assert tp4['ready'] == {'path': '/health', 'models_path': '/v1/models',
+                            'chat': {'prompt': 'Say OK.', 'max_tokens': 4,
+                                     'chat_template_kwargs': {'enable_thinking': False}}}
+    assert ring['ready'] == {'path': '/health', 'log_line': '^Ready: API on port {port}'}
+    assert recipe_problems(ring) == []
+    ring['ready'].pop('log_line')
+    ring['launch']['rank0']['env']['SKIP_SMOKE'] = '1'
+    assert recipe_problems(ring) == []
+    tp2['ready']['log_line'] = '^Ready'
+    assert any(p.startswith("ready.log_line reads rank 0's container log: only a container flavour")
+               for p in recipe_problems(tp2)), recipe_problems(tp2)
+    tp4['ready']['chat']['max_tokens'] = 0
+    assert any(p.startswith('ready.chat.max_tokens') for p in recipe_problems(tp4)), recipe_problems(tp4)
