@@ -286,6 +286,11 @@ def recipe_problems(recipe):
         # for follower g (g = 1 .. world - 1).
         launch = recipe['launch']
         ports = [launch['rendezvous_port'] + g for g in range(recipe['world'] - 1)]
+        window = launch.get('follower_connect_window_s')
+        if window is not None and recipe['memory']['gate_timeout_s'] >= window:
+            problems.append(f"memory.gate_timeout_s {recipe['memory']['gate_timeout_s']} is not below "
+                            f"launch.follower_connect_window_s {window}: a follower that loaded its weights retries "
+                            f"rank 0 for {window} s only, and rank 0 loads its own after its memory gate")
         if 'listen_ports' in launch and launch['listen_ports'] != ports:
             problems.append(f"launch.listen_ports {launch['listen_ports']} are not the ports rank 0 listens on: "
                             f"rendezvous_port + g - 1 for each follower g, {ports}")

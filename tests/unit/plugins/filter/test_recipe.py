@@ -742,3 +742,17 @@ def test_readiness_follows_each_recipes_source():
                for p in recipe_problems(tp2)), recipe_problems(tp2)
     tp4['ready']['chat']['max_tokens'] = 0
     assert any(p.startswith('ready.chat.max_tokens') for p in recipe_problems(tp4)), recipe_problems(tp4)
+
+
+def test_zig_followers_connect_window_bounds_the_memory_gate():
+    """prompt2d.zig @ea990ff7: a follower retries rank 0 for 300 s after its own load; rank 0 loads after its memory
+    gate, so the gate's wait must stay below the window (the Makefile's 600 s did not)."""
+    for path in (TP2, TP4):
+        recipe = load(path)
+        assert recipe['launch']['follower_connect_window_s'] == 300
+        assert recipe['memory']['gate_timeout_s'] == 240
+        assert recipe_problems(recipe) == []
+        recipe['memory']['gate_timeout_s'] = 600
+        assert ('memory.gate_timeout_s 600 is not below launch.follower_connect_window_s 300: a follower that loaded '
+                'its weights retries rank 0 for 300 s only, and rank 0 loads its own after its memory gate'
+                ) in recipe_problems(recipe)
