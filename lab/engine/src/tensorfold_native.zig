@@ -20,7 +20,7 @@
 //!
 //! Life cycle: check the flags, the environment, MODEL and the inputs (exit 2 on any refusal) ->
 //! "load" for SIM_LOAD_DELAY_S -> listen for and wait for the TF_TP_WORLD-1 followers (a follower that does not run
-//! what rank 0 runs: exit 2) -> open HTTP. Rank 0 loads before it listens, as the real one (model.zig
+//! what rank 0 runs: exit 2) -> the rest of the open for SIM_SETUP_DELAY_S (0.5) -> open HTTP. Rank 0 loads before it listens, as the real one (model.zig
 //! @09bc7166fdbc6697c4afa80355a7a3feb60d0cad: `weights.load`, then `prompt2d.Fan.open`), while each follower retries
 //! it for 300 s after its own load (tf_dsv41_lanes.zig). Until then connections are refused, as with
 //! the real engine. When a follower is lost, /health answers 503 and the process exits 1
@@ -138,6 +138,7 @@ pub fn main(init: std.process.Init) !u8 {
     const aio = switchVar(env, "TF_DS_ENGRAM_AIO", "--aio");
 
     const load_delay_ms: i64 = @intFromFloat(env.float("SIM_LOAD_DELAY_S", 2) * 1000);
+    const setup_delay_ms: i64 = @intFromFloat(env.float("SIM_SETUP_DELAY_S", 0.5) * 1000);
     const grace_ms: i64 = @intFromFloat(env.float("SIM_FOLLOWER_GRACE_S", 5) * 1000);
     const rendezvous_timeout_ms: i64 = @intFromFloat(env.float("SIM_RENDEZVOUS_TIMEOUT_S", 600) * 1000);
     const cfg: http.Config = .{
@@ -237,6 +238,10 @@ pub fn main(init: std.process.Init) !u8 {
         common.sleepMs(io, 50);
     }
     log("all {d} follower(s) joined", .{world - 1});
+    // The rest of `Model.open` after the link (model.zig @09bc7166: NCCL's communicator over the link, the RDMA ring,
+    // the kernels, the RoPE tables, the arena), during which a follower that fails its own open (NoEngramTables) is
+    // lost before rank 0 serves: SIM_SETUP_DELAY_S.
+    common.sleepMs(io, setup_delay_ms);
 
     // No Engram: `Model.open` returns error.NoEngramTables once the ranks are linked, before serving: every
     // checkpoint the engine serves has Engram layers (bertholomus/TensorFold zig/src/families/dsv41/config.zig
