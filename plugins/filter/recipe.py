@@ -287,6 +287,21 @@ def recipe_problems(recipe):
         if recipe['serve']['parallel'] > recipe['serve']['streams']:
             problems.append(f"serve.parallel {recipe['serve']['parallel']} is more than serve.streams "
                             f"{recipe['serve']['streams']}: this engine serves TF_DS_STREAMS streams at once")
+        # bertholomus/TensorFold zig/src/families/dsv41/prompt2d.zig @ea990ff7 Fan.open: rank 0 listens on PORT + g - 1
+        # for follower g (g = 1 .. world - 1).
+        launch = recipe['launch']
+        ports = [launch['rendezvous_port'] + g for g in range(recipe['world'] - 1)]
+        window = launch.get('follower_connect_window_s')
+        if window is not None and recipe['memory']['gate_timeout_s'] >= window:
+            problems.append(f"memory.gate_timeout_s {recipe['memory']['gate_timeout_s']} is not below "
+                            f"launch.follower_connect_window_s {window}: a follower that loaded its weights retries "
+                            f"rank 0 for {window} s only, and rank 0 loads its own after its memory gate")
+        if 'listen_ports' in launch and launch['listen_ports'] != ports:
+            problems.append(f"launch.listen_ports {launch['listen_ports']} are not the ports rank 0 listens on: "
+                            f"rendezvous_port + g - 1 for each follower g, {ports}")
+    if 'log_line' in recipe['ready'] and flavour not in CONTAINER_FLAVOURS:
+        problems.append('ready.log_line reads rank 0\'s container log: only a container flavour '
+                        f"({', '.join(sorted(CONTAINER_FLAVOURS))}) has one")
     if flavour in CONTAINER_FLAVOURS:
         problems.extend(_container_problems(recipe))
     if flavour == 'vllm-container':
@@ -455,6 +470,9 @@ def _tfpy_problems(recipe):
     return problems
 
 
+SGLANG_READY_LINE = '^Ready: API on port {port}'
+
+
 def _sglang_problems(recipe):
     """SGLang's overlay image in containers (flavour sglang-container), as MiaAI-Lab/DeepSeek-v4.1-Flash-DGX-Sparks
     start-tp4.sh @12b3148 starts it: every rank runs the image's boot.py with the launch in its environment."""
@@ -469,8 +487,15 @@ def _sglang_problems(recipe):
                         f"{serve['max_total_tokens']} x capacity.kv_bytes_per_token {capacity['kv_bytes_per_token']} "
                         f"= {round(pool)}: the capacity check would size another pool than the engine pins")
     if recipe['ready']['path'] != '/health':
-        problems.append(f"ready.path must be /health (boot.py and start.sh wait for it), "
+        problems.append(f"ready.path must be /health (boot.py waits for it before its smoke test), "
                         f"got '{recipe['ready']['path']}'")
+    # MiaAI start.sh @e0985205 cmd_serve: ready once boot.py printed `^Ready: API on port ${PORT}`, after its smoke
+    # test and warm-up, unless the head skips the smoke (SKIP_SMOKE=1: then /health alone).
+    head_env = {**recipe['launch']['env'], **recipe['launch']['rank0']['env']}
+    if to_text(head_env.get('SKIP_SMOKE', '0')) != '1' and recipe['ready'].get('log_line') != SGLANG_READY_LINE:
+        problems.append(f"ready.log_line must be '{SGLANG_READY_LINE}' while rank 0 runs boot.py's smoke test "
+                        "(SKIP_SMOKE is not 1): start.sh calls the engine ready only once boot.py printed that banner, "
+                        f"after its smoke test and warm-up; got {recipe['ready'].get('log_line')!r}")
     if recipe['container']['api_key_env'] != 'API_KEY':
         problems.append("container.api_key_env must be API_KEY (boot.py reads it and passes --api-key), "
                         f"got '{recipe['container']['api_key_env']}'")

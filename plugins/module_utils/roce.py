@@ -327,3 +327,124 @@ def gather_roce_facts(sysfs_root):
         "ipv4_gids": ipv4_gids,
     }
     return facts, warnings
+
+
+def _port_one(facts, device):
+    """Port 1 of ``device`` in gathered facts, or None when the device or its port 1 is missing."""
+    dev = facts["devices"].get(device)
+    if dev is None:
+        return None
+    return dev["ports"].get("1")
+
+
+def _slot(port, index):
+    """The non-empty GID entry at ``index`` of a port, or None."""
+    for entry in port["gids"]:
+        if entry["index"] == index:
+            return entry
+    return None
+
+
+def _ipv4_roce_v2(entry):
+    """Whether a GID entry is a RoCE v2 GID of a real IPv4 address (IPv4-mapped, not 0.0.0.0)."""
+    return entry is not None and entry["type"] == ROCE_V2 and entry["ipv4"] not in (None, "0.0.0.0")
+
+
+def common_ipv4_gid_index(facts, devices):
+    """The lowest GID index at which port 1 of every device holds an IPv4 RoCE v2 GID, or None.
+
+    The same selection as the SGLang ring recipe's ``ring_gid_index`` (MiaAI-Lab/DeepSeek-v4.1-Flash-DGX-Sparks
+    files/nccl.sh @e0985205caea5a3afd43e88bebb076eeefdec8b5): one index, valid on every selected port, whose type is
+    ``RoCE v2`` and whose GID is ``0000:...:ffff:xxxx:xxxx`` with a non-zero address. That script tries the
+    indexes in its glob's order; this takes the lowest (they agree below index 10, where a Spark's table ends).
+    """
+    ports = [_port_one(facts, device) for device in devices]
+    if not devices or any(port is None for port in ports):
+        return None
+    candidates = sorted({entry["index"] for entry in ports[0]["gids"]})
+    for index in candidates:
+        if all(_ipv4_roce_v2(_slot(port, index)) for port in ports):
+            return index
+    return None
+
+
+def _describe(entry):
+    if entry is None:
+        return "empty"
+    return f"{entry['gid']} ({entry['type']})"
+
+
+def _slot_fix(device, netdev, index, address):
+    """How to make ``index`` the RoCE v2 GID of ``address``, from the GID table's layout."""
+    where = f"/sys/class/infiniband/{device}/ports/1/gids/{index} and gid_attrs/types/{index}"
+    if index % 2 == 0 or index < 3:
+        return (f"index {index} is never the RoCE v2 GID of an address on a ConnectX-7 (0 and 1 are the link-local "
+                f"pair; then each address takes a RoCE v1 slot and the RoCE v2 slot after it): use an engine that "
+                f"takes the index from the GID table; check {where}")
+    before = (index - 1) // 2 - 1
+    others = "no other address" if before == 0 else f"exactly {before} other address{'es' if before > 1 else ''}"
+    return (f"the kernel fills the table in the order addresses are added, after the link-local pair at 0 and 1, "
+            f"two slots an address (RoCE v1, then v2), reusing freed pairs: index {index} is the RoCE v2 GID of "
+            f"{address} when {others} on {netdev or 'its interface'} came before it. Re-add the addresses of "
+            f"{netdev or 'the interface'} in that order (for instance one IPv6 address, then {address}) and "
+            f"check {where}")
+
+
+def check_gids(facts, devices, index=None, addresses=None, why=""):
+    """Check the RoCE GIDs an engine will use on port 1 of each of ``devices``.
+
+    With ``index``: the engine uses that GID index on every device whatever NCCL picks, so each device's slot
+    ``index`` must be the RoCE v2 GID of its rail address (``addresses[i]`` for ``devices[i]``; any IPv4 when no
+    address is given). Without ``index``: the engine needs one index common to all the devices (the SGLang ring's
+    ``ring_gid_index``), each port ACTIVE, and one must exist.
+
+    Returns ``{"index", "common_index", "slots", "problems"}``: ``slots`` maps each device to its entry at
+    ``index`` (None when empty, missing, or no index was given); ``problems`` are sentences that name the device,
+    what was found and the fix; ``why`` (who uses the index) is put in front of each problem about the index.
+    """
+    addresses = list(addresses or [])
+    if addresses and len(addresses) != len(devices):
+        raise ValueError(f"addresses has {len(addresses)} entries for {len(devices)} devices: give one a device")
+    lead = f"{why}: " if why else ""
+    have = ", ".join(sorted(facts["devices"])) or "none"
+    problems = []
+    slots = {}
+    present = []
+    for device in devices:
+        port = _port_one(facts, device)
+        if port is None:
+            what = "no port 1" if device in facts["devices"] else "no such RDMA device"
+            problems.append(f"{device}: {what} under class/infiniband (have: {have}); is the ConnectX-7 driver "
+                            f"(mlx5_ib) loaded and the device name right?")
+            slots[device] = None
+            continue
+        present.append(device)
+        if index is None:
+            slots[device] = None
+            if port["state"] != "ACTIVE":
+                problems.append(f"{device} port 1 is {port['state'] or 'in an unknown state'}, not ACTIVE: bring "
+                                f"its link up (cable, peer, `ip link set {port['netdev'] or '<netdev>'} up`)")
+            continue
+        entry = _slot(port, index)
+        slots[device] = entry
+        address = addresses[devices.index(device)] if addresses else None
+        if entry is not None and entry["type"] == ROCE_V2 and entry["ipv4"] is not None and \
+                (address is None or entry["ipv4"] == address):
+            continue
+        target = f"the rail address {address}" if address else "an IPv4 address"
+        held = [e["index"] for e in port["gids"] if e["type"] == ROCE_V2 and e["ipv4"] is not None and
+                (address is None or e["ipv4"] == address)]
+        found = (f"it is at index {held[0]}" if held else f"no RoCE v2 GID of port 1 carries {address or 'one'}")
+        problems.append(f"{lead}{device} port 1 GID index {index} is {_describe(entry)}, not the RoCE v2 GID of "
+                        f"{target} ({found}). Fix: "
+                        f"{_slot_fix(device, port['netdev'], index, address or 'the rail address')}")
+    common = common_ipv4_gid_index(facts, devices)
+    if index is None and len(present) == len(devices) and devices and common is None:
+        tables = "; ".join(
+            f"{device}: " + (", ".join(f"{e['index']} {_describe(e)}" for e in _port_one(facts, device)["gids"])
+                             or "empty")
+            for device in devices)
+        problems.append(f"{lead}no GID index holds an IPv4 RoCE v2 GID on every one of {', '.join(devices)} "
+                        f"({tables}). Fix: give each of these ports its IPv4 address, added in the same order "
+                        f"on each (the kernel gives an address the same slots on every port only then)")
+    return {"index": index, "common_index": common, "slots": slots, "problems": problems}

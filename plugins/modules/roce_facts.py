@@ -37,6 +37,37 @@ options:
       - The module fails when the path does not exist, is not a directory, or has no C(class/) directory.
     type: path
     default: /sys
+  check_gids:
+    description:
+      - Also check the RoCE GIDs an engine will use on port 1 of each of O(check_gids.devices), and return the
+        result as RV(gid_check). The module does not fail on what it finds; the caller decides (the fabric
+        and engine_service roles fail once, for every node, with RV(gid_check.problems)).
+      - With O(check_gids.index), each device's GID slot at that index must be the RoCE v2 GID of its rail
+        address (O(check_gids.addresses)). The dsv41 Zig engine's RDMA ring uses index 5 on every
+        C(TF_RDMA_DEVICES) device whatever C(NCCL_IB_GID_INDEX) says.
+      - Without O(check_gids.index), the lowest index at which every device holds an IPv4 RoCE v2 GID is
+        returned as RV(gid_check.common_index), each port must be ACTIVE, and there must be such an index (what the
+        SGLang switchless-ring recipe's start script gives NCCL as C(NCCL_IB_GID_INDEX) on each node).
+    type: dict
+    suboptions:
+      devices:
+        description: The RDMA devices (port 1 of each), as the engine names them.
+        type: list
+        elements: str
+        required: true
+      index:
+        description: The GID index the engine uses on every device, whatever NCCL picks.
+        type: int
+      addresses:
+        description:
+          - The rail address (IPv4) each device must carry at O(check_gids.index), in the order of
+            O(check_gids.devices). Without it any IPv4 RoCE v2 GID passes.
+        type: list
+        elements: str
+      why:
+        description: Who uses the index, put in front of each problem about it (for example the engine and its source).
+        type: str
+        default: ""
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
@@ -95,12 +126,55 @@ EXAMPLES = r"""
       {{ sparkfold_roce.netdevs | dict2items | rejectattr('value.rdma_device', 'none')
          | map(attribute='key') | list }}
 
+- name: The dsv41 Zig engine's RDMA ring uses GID index 5 on each rail device; refuse any other layout
+  sparkfold.cluster.roce_facts:
+    check_gids:
+      devices: [rocep1s0f1, roceP2p1s0f1]
+      index: 5
+      addresses: [192.168.100.11, 192.168.101.11]
+      why: the engine's RDMA ring (TF_RDMA_DEVICES) uses GID index 5
+  register: gids
+
+- name: Stop with the problems found
+  ansible.builtin.fail:
+    msg: "{{ gids.gid_check.problems | join('; ') }}"
+  when: gids.gid_check.problems | length > 0
+
 - name: Read a sysfs tree copied from another machine
   sparkfold.cluster.roce_facts:
     sysfs_root: /srv/captures/spark-b/sys
 """
 
 RETURN = r"""
+gid_check:
+  description: What O(check_gids) found.
+  returned: when O(check_gids) is set
+  type: dict
+  contains:
+    index:
+      description: O(check_gids.index), or null.
+      returned: always
+      type: int
+      sample: 5
+    common_index:
+      description: The lowest GID index at which port 1 of every device holds an IPv4 RoCE v2 GID; null when none does.
+      returned: always
+      type: int
+      sample: 3
+    slots:
+      description:
+        - Each device's GID entry at O(check_gids.index) (as in the C(gids) lists of the facts), null when the slot is
+          empty or the device missing, or when no index was given.
+      returned: always
+      type: dict
+      sample:
+        rocep1s0f1: {index: 5, gid: "::ffff:192.168.100.11", type: RoCE v2, netdev: enp1s0f1np1, ipv4: 192.168.100.11}
+    problems:
+      description: One sentence a problem, naming the device, what its table holds and the fix; empty when all is well.
+      returned: always
+      type: list
+      elements: str
+      sample: []
 ansible_facts:
   description: Facts to add to the host's variables.
   returned: always
@@ -190,6 +264,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.sparkfold.cluster.plugins.module_utils.roce import (
     SysfsError,
+    check_gids,
     gather_roce_facts,
 )
 
@@ -198,6 +273,15 @@ def main():
     module = AnsibleModule(
         argument_spec={
             "sysfs_root": {"type": "path", "default": "/sys"},
+            "check_gids": {
+                "type": "dict",
+                "options": {
+                    "devices": {"type": "list", "elements": "str", "required": True},
+                    "index": {"type": "int"},
+                    "addresses": {"type": "list", "elements": "str"},
+                    "why": {"type": "str", "default": ""},
+                },
+            },
         },
         supports_check_mode=True,
     )
@@ -227,7 +311,21 @@ def main():
     for warning in warnings:
         module.warn(warning)
 
-    module.exit_json(changed=False, ansible_facts={"sparkfold_roce": facts})
+    result = {"changed": False, "ansible_facts": {"sparkfold_roce": facts}}
+    wanted = module.params["check_gids"]
+    if wanted is not None:
+        if wanted["index"] is not None and not 0 <= wanted["index"] <= 255:
+            module.fail_json(msg=f"check_gids.index must be a GID index in 0..255, got {wanted['index']}")
+        if wanted["addresses"] and len(wanted["addresses"]) != len(wanted["devices"]):
+            module.fail_json(
+                msg=f"check_gids.addresses has {len(wanted['addresses'])} entries for {len(wanted['devices'])} "
+                "devices: give one rail address a device, in the same order"
+            )
+        result["gid_check"] = check_gids(
+            facts, wanted["devices"], wanted["index"], wanted["addresses"], wanted["why"]
+        )
+
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -480,10 +480,20 @@ pub const Follower = struct {
     /// The error the real follower's `Model.open` returns once the ranks are linked (rank 0 welcomed this one),
     /// ending its main as `error: <name>`, exit 1: `NoEngramTables` without --engram (see tf_dsv41_lanes.zig).
     load_error: ?[]const u8 = null,
+    /// The follower's own weight load (simulated) before it connects: the real dsv41 follower loads, then links
+    /// (model.zig `weights.load`, then `prompt2d.Fan.open`), so its connect window starts after its load.
+    load_delay_ms: i64 = 0,
+    /// When the window ends without rank 0: the real program's error (`error: <name>`, exit 1), e.g. the dsv41
+    /// follower's `ConnectFailed` (link.zig `connect`); null: the lab's own words.
+    connect_error: ?[]const u8 = null,
 
     /// Never returns: runs until rank 0 goes away, then exits non-zero.
     pub fn run(f: *Follower) noreturn {
         const io = f.io;
+        if (f.load_delay_ms > 0) {
+            log("loading weights (simulated: {d} ms), then connecting to rank 0", .{f.load_delay_ms});
+            common.sleepMs(io, f.load_delay_ms);
+        }
         const deadline = common.nowMs(io) + f.connect_timeout_ms;
         var attempts: u64 = 0;
         f.stream = while (true) {
@@ -493,6 +503,7 @@ pub const Follower = struct {
             }
             if (common.nowMs(io) > deadline) {
                 log("fatal: rank 0 at {f} did not answer within {d} s", .{ f.master, @divTrunc(f.connect_timeout_ms, 1000) });
+                if (f.connect_error) |name| std.debug.print("error: {s}\n", .{name});
                 std.process.exit(common.exit_peer_lost);
             }
             common.sleepMs(io, 250);

@@ -28,6 +28,8 @@ pub const Head = struct {
     /// The engine's own words once the API listens, around the address: {before}http://ADDR{after}.
     ready_before: []const u8,
     ready_after: []const u8 = "",
+    /// A line printed as it is (no log tag) once the API listens: a launcher's own ready banner (SGLang's boot.py).
+    banner: ?[]const u8 = null,
 };
 
 pub fn serve(h: Head) !u8 {
@@ -68,5 +70,6 @@ pub fn serve(h: Head) !u8 {
     var server: http.Server = .{ .io = io, .gpa = h.gpa, .cfg = h.cfg, .fatal = h.fatal };
     rendezvous.serving.store(true, .release);
     log("{s}http://{f}{s}", .{ h.ready_before, h.http_address, h.ready_after });
+    if (h.banner) |line| std.debug.print("{s}\n", .{line});
     server.serve(&listener);
 }

@@ -38,6 +38,9 @@
 //! exits 1 with the store's words; a worker retries until rank 0 listens. Then SIM_LOAD_DELAY_S of "loading", then
 //! HTTP: /health (empty 200, 503 once a worker is lost), /v1/models, /v1/chat/completions, /v1/completions,
 //! /metrics. --api-key (boot.py passes API_KEY as it) makes every /v1 route need `Authorization: Bearer <key>`.
+//! Started as `boot.py run`, rank 0 then prints BOOT's banner `Ready: API on port PORT (rank 0), no API key.`
+//! (`. Key is in /state/api-key.` with a key), the line MiaAI's start.sh waits for; BOOT prints it after its smoke
+//! test and warm-up, which the lab does not simulate.
 
 const std = @import("std");
 const common = @import("common.zig");
@@ -254,6 +257,7 @@ pub fn main(init: std.process.Init) !u8 {
         common.printVersion(io, "sglang");
         return 0;
     }
+    var via_boot = false;
     const args: []const []const u8 = if (i + 1 < argv.len and std.mem.eql(u8, argv[i], "-m") and std.mem.eql(u8, argv[i + 1], "sglang.launch_server"))
         argv[i + 2 ..]
     else if (i + 1 < argv.len and std.mem.endsWith(u8, argv[i], "boot.py")) blk: {
@@ -262,6 +266,7 @@ pub fn main(init: std.process.Init) !u8 {
             log("the lab simulates `boot.py run` only (got {s})", .{command});
             return common.exit_refused;
         }
+        via_boot = true;
         break :blk try bootArgs(io, arena, env);
     } else {
         std.debug.print("the lab's python3 runs `/opt/dsv41/boot.py run` and `-m sglang.launch_server` only (SGLang SIMULATOR)\n", .{});
@@ -369,5 +374,10 @@ pub fn main(init: std.process.Init) !u8 {
         .workers_hint = "start the workers first: they join",
         .ready_before = "The server is fired up and ready to roll! (",
         .ready_after = ")",
+        // BOOT serve(): once /health answers (and its smoke test and warm-up passed, which the lab does not run),
+        // rank 0 prints `Ready: API on port {PORT} (rank 0)...`: the line start.sh waits for (`^Ready: API on port`).
+        .banner = if (via_boot) try std.fmt.allocPrint(arena, "Ready: API on port {d} (rank 0){s}", .{
+            port, if (keys.items.len > 0) ". Key is in /state/api-key." else ", no API key.",
+        }) else null,
     });
 }

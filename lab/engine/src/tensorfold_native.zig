@@ -19,8 +19,10 @@
 //! SIM_PREFILL_TOK_S (2000), SIM_TTFT_BASE_MS (50), SIM_RENDEZVOUS_TIMEOUT_S (600).
 //!
 //! Life cycle: check the flags, the environment, MODEL and the inputs (exit 2 on any refusal) ->
-//! wait for the TF_TP_WORLD-1 followers (a follower that does not run what rank 0 runs: exit 2)
-//! -> "load" for SIM_LOAD_DELAY_S -> open HTTP. Until then connections are refused, as with
+//! "load" for SIM_LOAD_DELAY_S -> listen for and wait for the TF_TP_WORLD-1 followers (a follower that does not run
+//! what rank 0 runs: exit 2) -> the rest of the open for SIM_SETUP_DELAY_S (0.5) -> open HTTP. Rank 0 loads before it listens, as the real one (model.zig
+//! @09bc7166fdbc6697c4afa80355a7a3feb60d0cad: `weights.load`, then `prompt2d.Fan.open`), while each follower retries
+//! it for 300 s after its own load (tf_dsv41_lanes.zig). Until then connections are refused, as with
 //! the real engine. When a follower is lost, /health answers 503 and the process exits 1
 //! after SIM_FOLLOWER_GRACE_S.
 
@@ -136,6 +138,7 @@ pub fn main(init: std.process.Init) !u8 {
     const aio = switchVar(env, "TF_DS_ENGRAM_AIO", "--aio");
 
     const load_delay_ms: i64 = @intFromFloat(env.float("SIM_LOAD_DELAY_S", 2) * 1000);
+    const setup_delay_ms: i64 = @intFromFloat(env.float("SIM_SETUP_DELAY_S", 0.5) * 1000);
     const grace_ms: i64 = @intFromFloat(env.float("SIM_FOLLOWER_GRACE_S", 5) * 1000);
     const rendezvous_timeout_ms: i64 = @intFromFloat(env.float("SIM_RENDEZVOUS_TIMEOUT_S", 600) * 1000);
     const cfg: http.Config = .{
@@ -222,6 +225,9 @@ pub fn main(init: std.process.Init) !u8 {
     };
     rendezvous.peers = try arena.alloc(@TypeOf(rendezvous.peers[0]), world);
     for (rendezvous.peers) |*p| p.* = .{};
+    // The weights first, then the link: rank 0 listens only once it loaded (model.zig, see the life cycle above).
+    log("loading weights (simulated: {d} ms)", .{load_delay_ms});
+    common.sleepMs(io, load_delay_ms);
     rendezvous.start(master_address);
     const deadline = common.nowMs(io) + rendezvous_timeout_ms;
     while (rendezvous.joined() < world - 1) {
@@ -232,8 +238,11 @@ pub fn main(init: std.process.Init) !u8 {
         common.sleepMs(io, 50);
     }
     log("all {d} follower(s) joined", .{world - 1});
+    // The rest of `Model.open` after the link (model.zig @09bc7166: NCCL's communicator over the link, the RDMA ring,
+    // the kernels, the RoPE tables, the arena), during which a follower that fails its own open (NoEngramTables) is
+    // lost before rank 0 serves: SIM_SETUP_DELAY_S.
+    common.sleepMs(io, setup_delay_ms);
 
-    log("loading weights (simulated: {d} ms)", .{load_delay_ms});
     // No Engram: `Model.open` returns error.NoEngramTables once the ranks are linked, before serving: every
     // checkpoint the engine serves has Engram layers (bertholomus/TensorFold zig/src/families/dsv41/config.zig
     // @88929d7419e0167b5ea2a4b9aa6ca1335356a6dc `checkShapes`: `c.engram_layers.len == 2`; model.zig
@@ -244,7 +253,6 @@ pub fn main(init: std.process.Init) !u8 {
         log("fatal: loading the model failed: NoEngramTables (the checkpoint's Engram layers need their tables: set TF_DS_ENGRAM to deepseek-ai/DeepSeek-V4.1-Flash's shards 47 and 48 and TF_DS_TOKEN_MAP to the token map); exiting with status {d}", .{common.exit_peer_lost});
         return common.exit_peer_lost;
     }
-    common.sleepMs(io, load_delay_ms);
     if (fatal_state.isSet()) {
         // The watchdog exits the process at the end of the grace period; do not open HTTP.
         while (true) common.sleepMs(io, 1000);

@@ -14,7 +14,13 @@
 //!
 //! Fewer than 7 positionals: the usage, exit 2. An unknown key, a key without its value, --parallel
 //! outside 1..4: `error: BadArgument`, exit 1 (a number that does not parse: `error: InvalidCharacter`).
-//! Environment: SIM_RENDEZVOUS_TIMEOUT_S (600): give up when rank 0 never listens.
+//! Environment: SIM_LOAD_DELAY_S (2): the follower's own weight load (simulated) before it connects;
+//! SIM_CONNECT_WINDOW_S (300): then how long it retries rank 0 before `error: ConnectFailed`, exit 1 - the real
+//! follower's window: bertholomus/TensorFold zig/src/families/dsv41/model.zig @09bc7166fdbc6697c4afa80355a7a3feb60d0cad
+//! (`weights.load`, then "rank 0 listens: rank 1 retries its connect while rank 0 loads" `prompt2d.Fan.open`),
+//! prompt2d.zig @ea990ff7bf9914172eef4eec1ee6c7f69734faca (`Link.connect(io, ip, port + rank - 1, 300)`), link.zig
+//! @03873553b56b51a916913447d4c244a300d36b59 (`connect`: retries every 250 ms "for up to `seconds`", then
+//! `error.ConnectFailed`).
 
 const std = @import("std");
 const common = @import("common.zig");
@@ -133,7 +139,9 @@ pub fn main(init: std.process.Init) !u8 {
             .rope = kit.rope_rows,
         },
         .master = master,
-        .connect_timeout_ms = @intFromFloat(env.float("SIM_RENDEZVOUS_TIMEOUT_S", 600) * 1000),
+        .load_delay_ms = @intFromFloat(env.float("SIM_LOAD_DELAY_S", 2) * 1000),
+        .connect_timeout_ms = @intFromFloat(env.float("SIM_CONNECT_WINDOW_S", 300) * 1000),
+        .connect_error = "ConnectFailed",
         // No Engram: the real follower links to rank 0, then `Model.open` returns NoEngramTables (the comment at the
         // top): `error: NoEngramTables`, exit 1, once rank 0 has welcomed it.
         .load_error = if (o.engram == null) "NoEngramTables" else null,

@@ -7,8 +7,10 @@ Run with python3 (the units call /usr/bin/python3 <engine_service_gate> ...):
 
   sparkfold-engine-gate memory   ExecStartPre of every rank: sync, drop the page cache, compact
                                  memory, then wait until MemAvailable reaches the recipe's gate.
-  sparkfold-engine-gate ready    ExecStartPost of rank 0: wait until the engine's /health answers
-                                 ready, so the unit is active only once the model is served.
+  sparkfold-engine-gate ready    ExecStartPost of rank 0: wait until the engine is ready as its recipe's
+                                 source decides (/health; then, where the recipe says so, /v1/models listing
+                                 the served name, one short chat, or the line rank 0 logs once its own checks
+                                 passed), so the unit is active only once the model is served.
   sparkfold-engine-gate watch UNIT --seconds N
                                  after a follower started: fail at once if it stops or restarts
                                  within N seconds (a follower that refuses to start exits at once).
@@ -27,6 +29,14 @@ the command line; the command line wins:
   SPARKFOLD_READY_TIMEOUT_S        --timeout   how long to wait for readiness
   SPARKFOLD_READY_JSON=1           --json      only a JSON {"ok": true} (or {"status": "ok"}) is ready, not
                                                an empty or other 200 (TensorFold's Python engine)
+  SPARKFOLD_READY_MODELS_URL       --models-url    then this models list must name the served name
+  SPARKFOLD_READY_SERVED_NAME      --served-name   (TP4's serve.sh: /v1/models | grep SERVED_NAME)
+  SPARKFOLD_READY_CHAT             --chat          then POST this JSON body to --chat-url once: a 200 with
+  SPARKFOLD_READY_CHAT_URL         --chat-url      choices is ready, anything else fails the start (serve.sh check)
+  SPARKFOLD_READY_API_KEY_FILE     --api-key-file  the engine's key (a file holding it) for the two above
+  SPARKFOLD_READY_LOG_PATTERN      --log-pattern   then a line of rank 0's container log must match this regular
+  SPARKFOLD_READY_LOG_CONTAINER    --log-container  expression (SGLang's boot.py prints "Ready: API on port N"
+  SPARKFOLD_READY_LOG_RUNTIME      --log-runtime    after its own smoke test and warm-up): `<runtime> logs <name>`
 
 On GB10 the driver's allocations (~113 GiB) are invisible to the OOM killer and to cgroup
 limits, and cudaMemGetInfo counts the page cache as used: starting the engine while memory is
@@ -42,6 +52,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -141,6 +152,66 @@ def health_state(url, timeout_s, json_only=False):
     return False, False, f"HTTP 200 but not ready: {body[:200]}"
 
 
+def _request(url, timeout_s, api_key=None, body=None):
+    """(status, text) of a GET (or a POST of the JSON ``body``); status None with the reason when nothing answered."""
+    headers = {"Content-Type": "application/json"} if body is not None else {}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, headers=headers, method="POST" if body is not None else "GET")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+            return resp.status, resp.read().decode("utf-8", "replace")
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode("utf-8", "replace")
+    except (urllib.error.URLError, OSError) as exc:
+        return None, f"not answering ({getattr(exc, 'reason', exc)})"
+
+
+def models_state(url, served_name, timeout_s, api_key=None):
+    """(listed, description): whether the models list at ``url`` names ``served_name`` (OpenAI's {"data": [{"id"}]})."""
+    status, text = _request(url, timeout_s, api_key)
+    if status != 200:
+        return False, f"{url}: {'HTTP ' + str(status) if status else ''} {text[:200]}".replace(":  ", ": ")
+    try:
+        ids = [entry.get("id") for entry in json.loads(text).get("data", []) if isinstance(entry, dict)]
+    except (ValueError, AttributeError):
+        return False, f"{url}: HTTP 200 but not a models list: {text[:200]}"
+    if served_name in ids:
+        return True, f"{url} lists {served_name}"
+    return False, f"{url} lists {', '.join(map(str, ids)) or 'nothing'}, not {served_name}"
+
+
+def chat_state(url, body, timeout_s, api_key=None):
+    """(answered, description): one chat request; answered when a 200 carries a non-empty choices list."""
+    status, text = _request(url, timeout_s, api_key, body)
+    if status != 200:
+        return False, f"{url}: {'HTTP ' + str(status) if status else ''} {text[:300]}".replace(":  ", ": ")
+    try:
+        choices = json.loads(text).get("choices")
+    except (ValueError, AttributeError):
+        choices = None
+    if isinstance(choices, list) and choices:
+        return True, f"{url} answered: {text[:200]}"
+    return False, f"{url}: HTTP 200 without choices: {text[:300]}"
+
+
+def log_state(runtime, container, pattern, timeout_s):
+    """(found, description): whether a line of ``<runtime> logs <container>`` (stdout, stderr) matches ``pattern``."""
+    try:
+        done = subprocess.run([runtime, "logs", container], capture_output=True, text=True, errors="replace",
+                              timeout=timeout_s, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"`{runtime} logs {container}` could not run: {exc}"
+    if done.returncode != 0:
+        return False, f"`{runtime} logs {container}` failed: {done.stderr.strip()[:200]}"
+    regex = re.compile(pattern)
+    for line in (done.stdout + "\n" + done.stderr).splitlines():
+        if regex.search(line):
+            return True, f"{container} logged: {line.strip()[:200]}"
+    return False, f"no line of `{runtime} logs {container}` matches {pattern!r} yet"
+
+
 def main_pid_gone(main_pid):
     """True when the engine's main process ($MAINPID of ExecStartPost) has exited."""
     if not main_pid:
@@ -153,7 +224,18 @@ def main_pid_gone(main_pid):
         return True
 
 
-def ready_gate(url, timeout_s, interval_s, main_pid=None, json_only=False):
+class Then:
+    """What the recipe's source waits for after /health (each None when it does not)."""
+
+    def __init__(self, models_url=None, served_name=None, chat_url=None, chat=None, api_key=None,
+                 log_runtime=None, log_container=None, log_pattern=None):
+        self.models_url, self.served_name = models_url, served_name
+        self.chat_url, self.chat, self.api_key = chat_url, chat, api_key
+        self.log_runtime, self.log_container, self.log_pattern = log_runtime, log_container, log_pattern
+
+
+def ready_gate(url, timeout_s, interval_s, main_pid=None, json_only=False, then=None):
+    then = then or Then()
     deadline = time.monotonic() + timeout_s
     last = "no answer yet"
     fatal_seen = 0
@@ -162,7 +244,19 @@ def ready_gate(url, timeout_s, interval_s, main_pid=None, json_only=False):
         if main_pid_gone(main_pid):
             log(f"the engine (pid {main_pid}) exited before it was ready; its reason is in the journal above")
             return 1
-        ready, fatal, last = health_state(url, max(1.0, min(10.0, timeout_s)), json_only)
+        probe_s = max(1.0, min(10.0, timeout_s))
+        ready, fatal, last = health_state(url, probe_s, json_only)
+        if ready and then.models_url:
+            ready, last = models_state(then.models_url, then.served_name, probe_s, then.api_key)
+        if ready and then.log_pattern:
+            ready, last = log_state(then.log_runtime, then.log_container, then.log_pattern, probe_s)
+        if ready and then.chat is not None:
+            # Once, as TP4's serve.sh `check` after /v1/models lists the name: a failed chat fails the start.
+            answered, said = chat_state(then.chat_url, then.chat, max(probe_s, 120.0), then.api_key)
+            if not answered:
+                log(f"engine up, but its chat check failed: {said}")
+                return 1
+            last = f"{last}; {said}"
         if ready:
             log(f"engine ready: {url} answered {last}")
             return 0
@@ -311,6 +405,15 @@ def main(argv=None):
     ready.add_argument("--timeout", type=float, default=env_number("SPARKFOLD_READY_TIMEOUT_S", 1800.0))
     ready.add_argument("--interval", type=float, default=2.0)
     ready.add_argument("--json", action="store_true", default=os.environ.get("SPARKFOLD_READY_JSON") == "1")
+    ready.add_argument("--models-url", default=os.environ.get("SPARKFOLD_READY_MODELS_URL") or None)
+    ready.add_argument("--served-name", default=os.environ.get("SPARKFOLD_READY_SERVED_NAME") or None)
+    ready.add_argument("--chat", default=os.environ.get("SPARKFOLD_READY_CHAT") or None,
+                       help="the JSON body of the one chat request")
+    ready.add_argument("--chat-url", default=os.environ.get("SPARKFOLD_READY_CHAT_URL") or None)
+    ready.add_argument("--api-key-file", default=os.environ.get("SPARKFOLD_READY_API_KEY_FILE") or None)
+    ready.add_argument("--log-pattern", default=os.environ.get("SPARKFOLD_READY_LOG_PATTERN") or None)
+    ready.add_argument("--log-container", default=os.environ.get("SPARKFOLD_READY_LOG_CONTAINER") or None)
+    ready.add_argument("--log-runtime", default=os.environ.get("SPARKFOLD_READY_LOG_RUNTIME") or None)
     watch = sub.add_parser("watch", help="fail if a unit stops or restarts within --seconds")
     watch.add_argument("unit")
     watch.add_argument("--seconds", type=float, default=5.0)
@@ -349,7 +452,43 @@ def main(argv=None):
     if not args.url:
         log("no health URL: give --url or SPARKFOLD_READY_URL")
         return 2
-    return ready_gate(args.url, args.timeout, args.interval, os.environ.get("MAINPID"), args.json)
+    try:
+        then = ready_then(args)
+    except ValueError as exc:
+        log(str(exc))
+        return 2
+    return ready_gate(args.url, args.timeout, args.interval, os.environ.get("MAINPID"), args.json, then)
+
+
+def ready_then(args):
+    """The Then of the ready gate's arguments; ValueError naming what is missing or wrong."""
+    if bool(args.models_url) != bool(args.served_name):
+        raise ValueError("--models-url (SPARKFOLD_READY_MODELS_URL) and --served-name (SPARKFOLD_READY_SERVED_NAME) "
+                         "go together")
+    chat = None
+    if args.chat:
+        if not args.chat_url:
+            raise ValueError("--chat (SPARKFOLD_READY_CHAT) needs --chat-url (SPARKFOLD_READY_CHAT_URL)")
+        try:
+            chat = json.loads(args.chat)
+        except ValueError as exc:
+            raise ValueError(f"--chat (SPARKFOLD_READY_CHAT) is not JSON: {exc}") from None
+    if args.log_pattern and not (args.log_container and args.log_runtime):
+        raise ValueError("--log-pattern (SPARKFOLD_READY_LOG_PATTERN) needs --log-container and --log-runtime")
+    if args.log_pattern:
+        try:
+            re.compile(args.log_pattern)
+        except re.error as exc:
+            raise ValueError(f"--log-pattern {args.log_pattern!r} is not a regular expression: {exc}") from None
+    api_key = None
+    if args.api_key_file:
+        try:
+            with open(args.api_key_file, encoding="utf-8") as handle:
+                api_key = handle.read().strip()
+        except OSError as exc:
+            raise ValueError(f"cannot read the API key file {args.api_key_file}: {exc.strerror or exc}") from None
+    return Then(args.models_url, args.served_name, args.chat_url, chat, api_key,
+                args.log_runtime, args.log_container, args.log_pattern)
 
 
 if __name__ == "__main__":

@@ -749,19 +749,22 @@ def test_api_key(engine_bin, tmp_path):
 # --- life cycle ------------------------------------------------------------------------------
 
 
-def test_http_opens_only_after_followers_joined_and_loading(engine_bin, tmp_path):
+def test_http_opens_only_after_loading_and_the_followers_joined(engine_bin, tmp_path):
+    """Each rank loads its weights, then they link (model.zig @09bc7166: `weights.load`, then `prompt2d.Fan.open`):
+    rank 0 listens for its followers once loaded, a follower connects once loaded; HTTP opens after the link."""
     c = Cluster(engine_bin, tmp_path)
     try:
         c.start_rank0()
-        time.sleep(1.5)  # longer than SIM_LOAD_DELAY_S: still refused without the follower
+        time.sleep(1.5)  # longer than SIM_LOAD_DELAY_S: loaded, still refused without the follower
         assert c.rank0.poll() is None
         assert connect_refused(c.port)
-        joined_at = time.monotonic()
+        started_at = time.monotonic()
         c.start_follower(1)
-        assert wait_until(lambda: "follower joined" in c.log(), 10)
-        assert connect_refused(c.port)  # loading
         c.wait_ready()
-        assert time.monotonic() - joined_at >= 0.9  # SIM_LOAD_DELAY_S=1
+        assert time.monotonic() - started_at >= 0.9  # the follower's own SIM_LOAD_DELAY_S=1 before it connects
+        log = c.log()
+        assert log.index("loading weights") < log.index("follower joined"), log
+        assert "loading weights (simulated: 1000 ms), then connecting to rank 0" in c.log(1)
         assert request(c.port, "GET", "/health")[0] == 200
 
         # A lost follower: /health 503 at once, then rank 0 exits non-zero after the grace period.
@@ -833,3 +836,16 @@ def test_a_rank_that_comes_back_before_rank_0_saw_it_go_is_told_to_retry(cluster
     assert cluster.rank0.poll() is None
     health = request(cluster.port, "GET", "/health")
     assert health[0] == 200
+
+
+def test_a_follower_retries_rank_0_for_its_window_after_loading_then_fails(engine_bin, tmp_path):
+    """The real follower's window: 300 s after its own load (prompt2d.zig @ea990ff7 `Link.connect(io, ip, port + rank -
+    1, 300)`; link.zig @03873553: then `error.ConnectFailed`, `error: ConnectFailed` from main, exit 1). Shortened
+    here with SIM_CONNECT_WINDOW_S; 300 is the default."""
+    c = Cluster(engine_bin, tmp_path, env={"SIM_LOAD_DELAY_S": "0.5", "SIM_CONNECT_WINDOW_S": "1"})
+    began = time.monotonic()
+    done = c.run_follower(1, timeout=20)
+    assert done.returncode == 1, done.stderr
+    assert time.monotonic() - began >= 1.4  # its load, then its whole window
+    assert done.stderr.rstrip().endswith("error: ConnectFailed"), done.stderr
+    assert "did not answer within 1 s" in done.stderr

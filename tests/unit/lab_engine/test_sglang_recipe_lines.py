@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import subprocess
 
 import pytest
@@ -93,6 +94,9 @@ def test_the_recipes_workers_then_rank_0_serve(sglang, node):
         assert all(w.poll() is None for w in workers)
     finally:
         stop_procs(head, *workers)
+    # boot.py's banner, the line start.sh (and the unit's ready gate, recipe ready.log_line) waits for, at line start
+    log = head.stderr.read()
+    assert re.search(f'^Ready: API on port {port} \\(rank 0\\), no API key\\.$', log, re.MULTILINE), log
 
 
 @pytest.mark.parametrize(('env', 'words'), [

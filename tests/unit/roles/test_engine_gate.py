@@ -342,3 +342,117 @@ def test_stale_with_units_also_reports_each_ranks_state_and_the_named_units(gate
     state = {"ActiveState": "active", "SubState": "running", "UnitFileState": "enabled", "Result": "success"}
     assert out["units"] == {"sparkfold-engine@0.service": state, "sparkfold-engine@1.service": state,
                             "sparkfold-engine.target": state}
+
+
+# --- ready as each recipe's source decides --------------------------------------------------------------------------
+# TP4 (bertholomus/deepseek-v4.1-tensorfold-tp4-4xgb10 scripts/serve.sh @6033ea48): /v1/models lists SERVED_NAME, then
+# `check` once: a 4-token chat whose answer holds "choices", else "up, but the chat check failed".
+SAY_OK = {"model": "DeepSeek-V4.1-Flash-TP4", "messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 4,
+          "temperature": 0, "chat_template_kwargs": {"enable_thinking": False}}
+MODELS = {"object": "list", "data": [{"id": "DeepSeek-V4.1-Flash-TP4", "object": "model"}]}
+CHOICES = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "OK"}, "finish_reason": "length"}]}
+
+
+def _tp4_args(engine, key_file=None):
+    args = ["ready", "--url", engine.url + "/health", "--timeout", "5", "--interval", "0.05",
+            "--models-url", engine.url + "/v1/models", "--served-name", "DeepSeek-V4.1-Flash-TP4",
+            "--chat-url", engine.url + "/v1/chat/completions", "--chat", json.dumps(SAY_OK)]
+    return args + (["--api-key-file", str(key_file)] if key_file else [])
+
+
+def test_ready_gate_waits_for_the_models_list_then_asks_one_short_chat(gate, tmp_path, capsys):
+    key = tmp_path / "engine-api-key"
+    key.write_text("sk-test\n")
+    models = [(200, {"object": "list", "data": []}), (200, MODELS)]
+    with (FakeEngine()
+          .route("GET", "/health", lambda body, n: (200, {"status": "ok"}))
+          .route("GET", "/v1/models", lambda body, n: models[min(n, 2) - 1])
+          .route("POST", "/v1/chat/completions", lambda body, n: (200, CHOICES))) as engine:
+        assert gate.main(_tp4_args(engine, key)) == 0
+        chats = [c for c in engine.calls if c[1] == "/v1/chat/completions"]
+        listed = [c for c in engine.calls if c[1] == "/v1/models"]
+    assert len(listed) == 2 and len(chats) == 1
+    assert chats[0][2] == SAY_OK
+    assert chats[0][3]["Authorization"] == "Bearer sk-test" and listed[0][3]["Authorization"] == "Bearer sk-test"
+    assert "engine ready" in capsys.readouterr().err
+
+
+def test_ready_gate_fails_the_start_when_the_chat_check_fails(gate, capsys):
+    started = time.monotonic()
+    with (FakeEngine()
+          .route("GET", "/health", lambda body, n: (200, tensorfold_health()))
+          .route("GET", "/v1/models", lambda body, n: (200, MODELS))
+          .route("POST", "/v1/chat/completions",
+                 lambda body, n: (500, {"error": {"message": "CUDA error: an illegal memory access"}}))) as engine:
+        assert gate.main(_tp4_args(engine)) == 1
+        assert len([c for c in engine.calls if c[1] == "/v1/chat/completions"]) == 1
+    assert time.monotonic() - started < 3
+    err = capsys.readouterr().err
+    assert "engine up, but its chat check failed" in err and "HTTP 500" in err and "illegal memory access" in err
+
+
+def test_ready_gate_health_alone_is_not_ready_when_the_models_list_lacks_the_name(gate, capsys):
+    with (FakeEngine()
+          .route("GET", "/health", lambda body, n: (200, tensorfold_health()))
+          .route("GET", "/v1/models", lambda body, n: (200, {"data": [{"id": "other"}]}))) as engine:
+        args = _tp4_args(engine)
+        args[args.index("--timeout") + 1] = "0.4"
+        assert gate.main(args) == 1
+        assert not [c for c in engine.calls if c[1] == "/v1/chat/completions"]
+    assert "lists other, not DeepSeek-V4.1-Flash-TP4" in capsys.readouterr().err
+
+
+def _runtime(tmp_path, log_file):
+    """A stand-in container runtime: `<it> logs NAME` prints log_file (as podman logs prints the container's output)."""
+    script = tmp_path / "runtime"
+    script.write_text(f'#!/bin/sh\n[ "$1" = logs ] && [ "$2" = sparkfold-engine-0 ] || exit 125\ncat {log_file}\n')
+    script.chmod(0o755)
+    return script
+
+
+# SGLang (MiaAI-Lab/DeepSeek-v4.1-Flash-DGX-Sparks start.sh @e0985205): ready once boot.py printed
+# `^Ready: API on port ${PORT}` (after /health, its smoke test and its warm-up), not at /health.
+def test_ready_gate_waits_for_rank_0s_log_line_after_health(gate, tmp_path, capsys):
+    log_file = tmp_path / "head.log"
+    log_file.write_text("[2026-09-11 23:47:01] INFO: The server is fired up and ready to roll!\n")
+
+    def later():
+        time.sleep(0.5)
+        with open(log_file, "a", encoding="utf-8") as handle:
+            handle.write("Warm-up done in 15s (4 prompt sizes + one batch of 4)\n"
+                         "Ready: API on port 8000 (rank 0), no API key.\n")
+
+    writer = threading.Thread(target=later)
+    with FakeEngine().route("GET", "/health", lambda body, n: (200, "")) as engine:
+        writer.start()
+        started = time.monotonic()
+        rc = gate.main(["ready", "--url", engine.url + "/health", "--timeout", "10", "--interval", "0.05",
+                        "--log-runtime", str(_runtime(tmp_path, log_file)), "--log-container", "sparkfold-engine-0",
+                        "--log-pattern", "^Ready: API on port 8000"])
+        writer.join()
+    assert rc == 0
+    assert time.monotonic() - started >= 0.4
+    assert "sparkfold-engine-0 logged: Ready: API on port 8000 (rank 0), no API key." in capsys.readouterr().err
+
+
+def test_ready_gate_log_line_of_another_port_is_not_ready(gate, tmp_path, capsys):
+    log_file = tmp_path / "head.log"
+    log_file.write_text("Ready: API on port 8888 (rank 0), no API key.\n  Ready: API on port 8000\n")
+    with FakeEngine().route("GET", "/health", lambda body, n: (200, "")) as engine:
+        assert gate.main(["ready", "--url", engine.url + "/health", "--timeout", "0.4", "--interval", "0.05",
+                          "--log-runtime", str(_runtime(tmp_path, log_file)), "--log-container",
+                          "sparkfold-engine-0", "--log-pattern", "^Ready: API on port 8000"]) == 1
+    assert "matches '^Ready: API on port 8000' yet" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--models-url", "http://127.0.0.1:1/v1/models"], "go together"),
+    (["--chat", "{}"], "needs --chat-url"),
+    (["--chat", "{", "--chat-url", "http://127.0.0.1:1/c"], "is not JSON"),
+    (["--log-pattern", "^Ready"], "needs --log-container and --log-runtime"),
+    (["--log-pattern", "(", "--log-container", "c", "--log-runtime", "podman"], "is not a regular expression"),
+    (["--api-key-file", "/nonexistent/key"], "cannot read the API key file /nonexistent/key"),
+])
+def test_ready_gate_refuses_incomplete_settings(gate, args, says, capsys):
+    assert gate.main(["ready", "--url", "http://127.0.0.1:1/health", *args]) == 2
+    assert says in capsys.readouterr().err

@@ -35,12 +35,28 @@ if args[:1] in (["start"], ["restart"], ["stop"]):
 sys.exit(0)
 '''
 
+# The gate stand-in: `memory` calls are logged as "<began> <ended> gate@memory <args>" (rank 0's pre-gate), and exit
+# with FAKE_GATE_RC; `watch` passes.
+GATE = r'''import os, sys, time
+if sys.argv[1:2] == ["memory"]:
+    began = time.time()
+    time.sleep(0.5)
+    with open(os.environ["FAKE_SYSTEMCTL_LOG"], "a") as handle:
+        handle.write(f"{began:.6f} {time.time():.6f} gate@memory {'_'.join(sys.argv[2:])}\n")
+    if os.environ.get("FAKE_GATE_RC", "0") != "0":
+        print("sparkfold-engine-gate: memory gate not met: MemAvailable is 80.0 GiB after 5 s", file=sys.stderr)
+    sys.exit(int(os.environ.get("FAKE_GATE_RC", "0")))
+sys.exit(0)
+'''
+
 PLAYBOOK = '''
 - name: Start the ranks as the engine_service role does
   hosts: sparks
   gather_facts: false
   vars:
-    recipe_spec: {world: 4, launch: {order: "{{ rank_order }}"}}
+    recipe_spec: >-
+      {{ {'world': 4, 'memory': {'gate_gib': 1, 'gate_timeout_s': 5},
+          'launch': {'order': rank_order} | combine(launch_extra | default({}))} }}
     # The start order as the recipe role computes it for the cluster.
     recipe_cluster: >-
       {{ ['spark-a'] | sparkfold.cluster.recipe_cluster(['spark-b', 'spark-c', 'spark-d'], hostvars, recipe_spec) }}
@@ -66,7 +82,7 @@ PLAYBOOK = '''
 def lab(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    stand_ins = (("systemctl", SYSTEMCTL), ("gate", "import sys\nsys.exit(0)\n"), ("journalctl", "#!/bin/sh\nexit 0\n"))
+    stand_ins = (("systemctl", SYSTEMCTL), ("gate", GATE), ("journalctl", "#!/bin/sh\nexit 0\n"))
     for name, body in stand_ins:
         path = bin_dir / name
         path.write_text(body)
@@ -93,21 +109,30 @@ def lab(tmp_path):
     return tmp_path, bin_dir, units
 
 
-def started(tmp_path, order, read=None):
-    """The starts (began, ended, rank, action) of one run; read: what main.yml's read found, by rank (ActiveState)."""
+def started(tmp_path, order, read=None, window=None, gate_rc=0, result_out=None):
+    """The starts (began, ended, rank, action) of one run; read: what main.yml's read found, by rank (ActiveState);
+    window: the recipe's launch.follower_connect_window_s; gate_rc: what rank 0's memory gate answers."""
     tmp, bin_dir, units = tmp_path
     log = tmp / "systemctl.log"
+    if log.exists():
+        log.unlink()
     extra = {"rank_order": order, "units_root": str(units), "gate": str(bin_dir / "gate"),
              "ranks_yml": str(REPO / "roles" / "engine_service" / "tasks" / "ranks.yml")}
+    if window is not None:
+        extra["launch_extra"] = {"follower_connect_window_s": window}
+    if result_out is not None:  # a failure is kept for the caller (the automatic rollback's way), not raised
+        extra["engine_service_ranks_keep_going"] = True
     if read is not None:
         # as main.yml passes it: every host sees the whole read, and keeps its own rank's part
         extra["ranks_read_all"] = {f"sparkfold-engine@{rank}.service": {"ActiveState": state}
                                    for rank, state in read.items()}
     result = run_playbook(
         tmp / "play.yml", tmp / "hosts.yml", tmp,
-        args=["-e", json.dumps(extra)],
-        env={"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_SYSTEMCTL_LOG": str(log)})
+        args=["-e", json.dumps(extra)] + (["-v"] if result_out is not None else []),
+        env={"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_SYSTEMCTL_LOG": str(log), "FAKE_GATE_RC": str(gate_rc)})
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
+    if result_out is not None:
+        result_out.append(result.stdout)
     lines = sorted(line.split() for line in log.read_text().splitlines()) if log.exists() else []
     return [(float(began), float(ended), unit.split("@")[1].split(".")[0], action)
             for began, ended, unit, action in lines]
@@ -137,3 +162,23 @@ def test_a_start_leaves_running_ranks_alone_and_starts_the_rest_in_order(lab, or
     starts = started(lab, order, read={0: "active", 1: "inactive", 2: "active", 3: "failed"})
     ranks = [rank for _b, _e, rank, _action in starts]
     assert ranks == ["3", "1"] if order == "descending" else sorted(ranks) == ["1", "3"]
+
+
+@pytest.mark.parametrize("order", ["descending", "followers_first"])
+def test_rank_0s_memory_gate_passes_before_any_follower_loads_when_their_window_is_short(lab, order):
+    """The dsv41 Zig followers retry rank 0 for 300 s after loading (prompt2d.zig `Link.connect(..., 300)`), and rank 0
+    loads before it listens: its memory gate runs first, on its node (spark-a), with the recipe's gate."""
+    starts = started(lab, order, window=300)
+    assert starts[0][2:] == ("memory", "--gib_1_--timeout_5"), starts
+    assert [rank for _b, _e, rank, action in starts[1:]][-1] == "0"
+    assert all(later[0] >= starts[0][1] for later in starts[1:]), starts
+    # without a window (the container recipes), no gate before the followers
+    assert [s for s in started(lab, order) if s[2] == "memory"] == []
+
+
+def test_rank_0s_memory_gate_not_met_starts_no_rank(lab):
+    out = []
+    starts = started(lab, "descending", window=300, gate_rc=1, result_out=out)
+    assert [s[2] for s in starts] == ["memory"], starts
+    assert ("spark-a: rank 0's memory gate, passed before the followers start: sparkfold-engine-gate: memory gate "
+            "not met: MemAvailable is 80.0 GiB after 5 s") in out[0], out[0][-3000:]

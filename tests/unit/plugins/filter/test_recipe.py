@@ -477,6 +477,9 @@ def _drop_env(name):
      '= 6683000000'),
     (lambda r: r['capacity'].update(model='token-pool'), "capacity.model must be kv-per-token for SGLang"),
     (lambda r: r['ready'].update(path='/v1/models'), "ready.path must be /health"),
+    (lambda r: r['ready'].pop('log_line'),
+     "ready.log_line must be '^Ready: API on port {port}' while rank 0 runs boot.py's smoke test"),
+    (lambda r: r['ready'].update(log_line='^Ready'), "ready.log_line must be '^Ready: API on port {port}'"),
     (lambda r: r['container'].update(api_key_env='VLLM_API_KEY'), "container.api_key_env must be API_KEY"),
     (lambda r: r['launch']['follower'].update(args=['-u', '/opt/dsv41/boot.py', 'health']),
      'launch.follower.args must be launch.rank0.args'),
@@ -769,10 +772,11 @@ TP4 = ROOT / 'roles' / 'recipe' / 'recipes' / 'dsv41-flash-tp4-zig.yml'
 
 
 @pytest.mark.parametrize(('path', 'borrowed', 'source'), [
-    # no TP2 source publishes a gate: the Python deployment's Makefile does (ashhart deploy/dsv41-tp2 @43aee467)
-    (TP2, ['memory.gate_gib 112', 'memory.gate_timeout_s 600'], 'MEM_READY_GIB ?= 112'),
-    # TP4 publishes only its lowest free memory at 500K; the gate is derived, the wait and the floor are TP2's
-    (TP4, ['memory.gate_gib 80', 'memory.gate_timeout_s 600', 'memory.serving_floor_gib 5'], '50 / 51 / 52 / 52 GiB'),
+    # no TP2 source publishes a gate: the Python deployment's Makefile does (ashhart deploy/dsv41-tp2 @43aee467); the
+    # wait is derived from the followers' connect window (its own unverified entry)
+    (TP2, ['memory.gate_gib 112'], 'MEM_READY_GIB ?= 112'),
+    # TP4 publishes only its lowest free memory at 500K; the gate is derived, the floor is TP2's
+    (TP4, ['memory.gate_gib 80', 'memory.serving_floor_gib 5'], '50 / 51 / 52 / 52 GiB'),
 ], ids=['tp2', 'tp4'])
 def test_memory_figures_no_source_of_the_recipe_shows_are_unverified_with_their_reason(path, borrowed, source):
     recipe = load(path)
@@ -804,3 +808,56 @@ def test_tfpy_keeps_its_cuda_extension_cache_on_the_host():
     cmd = container_run(r['container'], 'n', 'i', '/e', [],
                         values={'model_dir': '/m', 'engram_dir': '/g', 'cache_dir': '/var/lib/sparkfold/engine-cache'})
     assert '/var/lib/sparkfold/engine-cache:/root/.cache:rw' in cmd
+
+
+TP4 = ROOT / 'roles' / 'recipe' / 'recipes' / 'dsv41-flash-tp4-zig.yml'
+
+
+def test_zig_recipes_record_the_fixed_rdma_gid_index_and_rank_0s_listen_ports():
+    """model.zig @09bc7166: the decode ring's `.gid_index = 5` on TP2 and TP4; prompt2d.zig @ea990ff7 Fan.open: rank 0
+    listens on PORT + g - 1 for follower g (TP4: 29760-29762; TP2: the rendezvous port alone)."""
+    tp2, tp4 = load(TP2), load(TP4)
+    assert tp2['launch']['rdma_gid_index'] == 5 and tp4['launch']['rdma_gid_index'] == 5
+    assert tp4['launch']['listen_ports'] == [29760, 29761, 29762]
+    assert 'listen_ports' not in tp2['launch']
+    for recipe in (load(VLLM), load(TFPY), load(RING)):
+        assert 'rdma_gid_index' not in recipe['launch']
+    assert recipe_problems(tp4) == []
+    tp4['launch']['listen_ports'] = [29760]
+    assert ('launch.listen_ports [29760] are not the ports rank 0 listens on: rendezvous_port + g - 1 for each '
+            'follower g, [29760, 29761, 29762]') in recipe_problems(tp4)
+    tp2['launch']['rdma_gid_index'] = 256
+    assert any(p.startswith('launch.rdma_gid_index') for p in recipe_problems(tp2)), recipe_problems(tp2)
+
+
+def test_readiness_follows_each_recipes_source():
+    """TP4 serve.sh @6033ea48: /v1/models lists the name, then a 4-token chat, thinking off; SGLang start.sh @e0985205:
+    boot.py's banner after its smoke test and warm-up; a head that skips the smoke (SKIP_SMOKE=1) is /health alone."""
+    tp4, ring, tp2 = load(TP4), load(RING), load(TP2)
+    assert tp4['ready'] == {'path': '/health', 'models_path': '/v1/models',
+                            'chat': {'prompt': 'Say OK.', 'max_tokens': 4,
+                                     'chat_template_kwargs': {'enable_thinking': False}}}
+    assert ring['ready'] == {'path': '/health', 'log_line': '^Ready: API on port {port}'}
+    assert recipe_problems(ring) == []
+    ring['ready'].pop('log_line')
+    ring['launch']['rank0']['env']['SKIP_SMOKE'] = '1'
+    assert recipe_problems(ring) == []
+    tp2['ready']['log_line'] = '^Ready'
+    assert any(p.startswith("ready.log_line reads rank 0's container log: only a container flavour")
+               for p in recipe_problems(tp2)), recipe_problems(tp2)
+    tp4['ready']['chat']['max_tokens'] = 0
+    assert any(p.startswith('ready.chat.max_tokens') for p in recipe_problems(tp4)), recipe_problems(tp4)
+
+
+def test_zig_followers_connect_window_bounds_the_memory_gate():
+    """prompt2d.zig @ea990ff7: a follower retries rank 0 for 300 s after its own load; rank 0 loads after its memory
+    gate, so the gate's wait must stay below the window (the Makefile's 600 s did not)."""
+    for path in (TP2, TP4):
+        recipe = load(path)
+        assert recipe['launch']['follower_connect_window_s'] == 300
+        assert recipe['memory']['gate_timeout_s'] == 240
+        assert recipe_problems(recipe) == []
+        recipe['memory']['gate_timeout_s'] = 600
+        assert ('memory.gate_timeout_s 600 is not below launch.follower_connect_window_s 300: a follower that loaded '
+                'its weights retries rank 0 for 300 s only, and rank 0 loads its own after its memory gate'
+                ) in recipe_problems(recipe)

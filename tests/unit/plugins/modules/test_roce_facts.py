@@ -168,3 +168,146 @@ def test_duplicate_ipv4_warns(module_result, tmp_path):
     assert warnings[0].startswith(
         "IPv4 192.168.100.1 has a RoCE v2 GID on roceP2p1s0f0 port 1 index 0"
     )
+
+
+# check_gids: the GID index an engine uses whatever NCCL picks (the dsv41 Zig RDMA ring: 5), and the common IPv4
+# RoCE v2 index of the SGLang ring's start script.
+ZIG_WHY = "the engine's RDMA ring (TF_RDMA_DEVICES) uses GID index 5"
+
+
+def test_check_gids_index_5_passes_where_the_rail_ipv4_roce_v2_gid_sits_there(module_result, fixtures_dir):
+    root = os.path.join(fixtures_dir, "sysfs", "spark-a-ipv6-first")
+    kind, result, _warnings = module_result({
+        "sysfs_root": root,
+        "check_gids": {"devices": ["rocep1s0f1", "roceP2p1s0f1"], "index": 5,
+                       "addresses": ["192.168.102.11", "192.168.103.11"], "why": ZIG_WHY},
+    })
+    assert kind == "exit"
+    assert result["changed"] is False
+    check = result["gid_check"]
+    assert check["problems"] == []
+    assert check["index"] == 5
+    assert {dev: (e["gid"], e["type"]) for dev, e in check["slots"].items()} == {
+        "rocep1s0f1": ("::ffff:192.168.102.11", "RoCE v2"),
+        "roceP2p1s0f1": ("::ffff:192.168.103.11", "RoCE v2"),
+    }
+
+
+def test_check_gids_index_5_refuses_a_fresh_node_and_names_the_fix(module_result, fixtures_dir):
+    # spark-a: every IPv4 RoCE v2 GID at index 3, index 5 empty (a node with only its IPv4 address)
+    root = os.path.join(fixtures_dir, "sysfs", "spark-a")
+    kind, result, _warnings = module_result({
+        "sysfs_root": root,
+        "check_gids": {"devices": ["rocep1s0f1", "roceP2p1s0f1"], "index": 5,
+                       "addresses": ["192.168.102.11", "192.168.103.11"], "why": ZIG_WHY},
+    })
+    assert kind == "exit"
+    problems = result["gid_check"]["problems"]
+    assert len(problems) == 2
+    first = problems[0]
+    assert first.startswith(ZIG_WHY + ": rocep1s0f1 port 1 GID index 5 is empty, not the RoCE v2 GID of the rail "
+                            "address 192.168.102.11 (it is at index 3). Fix: ")
+    assert "exactly 1 other address on enp1s0f1np1 came before it" in first
+    assert "/sys/class/infiniband/rocep1s0f1/ports/1/gids/5" in first
+    assert result["gid_check"]["slots"] == {"rocep1s0f1": None, "roceP2p1s0f1": None}
+
+
+def test_check_gids_index_5_refuses_another_address_or_a_roce_v1_slot(module_result, fixtures_dir):
+    # spark-b-shifted: roceP2p1s0f0 holds 192.168.101.12 as RoCE v2 at 5; rocep1s0f1 holds .102.12 as RoCE v1 at 3
+    # and as RoCE v2 at 4, index 5 empty
+    root = os.path.join(fixtures_dir, "sysfs", "spark-b-shifted")
+    kind, result, _warnings = module_result({
+        "sysfs_root": root,
+        "check_gids": {"devices": ["roceP2p1s0f0", "rocep1s0f1"], "index": 5,
+                       "addresses": ["192.168.103.12", "192.168.102.12"]},
+    })
+    assert kind == "exit"
+    first, second = result["gid_check"]["problems"]
+    assert first.startswith("roceP2p1s0f0 port 1 GID index 5 is ::ffff:192.168.101.12 (RoCE v2), not the RoCE v2 GID "
+                            "of the rail address 192.168.103.12 (no RoCE v2 GID of port 1 carries 192.168.103.12)")
+    assert second.startswith("rocep1s0f1 port 1 GID index 5 is empty, not the RoCE v2 GID of the rail address "
+                             "192.168.102.12 (it is at index 4)")
+    # the right address at 5 passes
+    kind, result, _warnings = module_result({
+        "sysfs_root": root,
+        "check_gids": {"devices": ["roceP2p1s0f0"], "index": 5, "addresses": ["192.168.101.12"]},
+    })
+    assert result["gid_check"]["problems"] == []
+
+
+def test_check_gids_index_3_refuses_a_roce_v1_slot(module_result, fixtures_dir):
+    root = os.path.join(fixtures_dir, "sysfs", "spark-b-shifted")
+    kind, result, _warnings = module_result({
+        "sysfs_root": root,
+        "check_gids": {"devices": ["rocep1s0f1"], "index": 3, "addresses": ["192.168.102.12"]},
+    })
+    assert kind == "exit"
+    (problem,) = result["gid_check"]["problems"]
+    assert problem.startswith("rocep1s0f1 port 1 GID index 3 is ::ffff:192.168.102.12 (IB/RoCE v1), not the RoCE v2 "
+                              "GID of the rail address 192.168.102.12 (it is at index 4)")
+    assert "when no other address on enp1s0f1np1 came before it" in problem
+
+
+def test_check_gids_common_index_as_the_ring_script_finds_it(module_result, fixtures_dir):
+    kind, result, _warnings = module_result({
+        "sysfs_root": os.path.join(fixtures_dir, "sysfs", "spark-a"),
+        "check_gids": {"devices": ["rocep1s0f0", "rocep1s0f1"]},
+    })
+    assert kind == "exit"
+    assert result["gid_check"]["common_index"] == 3
+    assert result["gid_check"]["problems"] == []
+    kind, result, _warnings = module_result({
+        "sysfs_root": os.path.join(fixtures_dir, "sysfs", "spark-a-ipv6-first"),
+        "check_gids": {"devices": ["rocep1s0f1", "roceP2p1s0f1"]},
+    })
+    # 3 is an IPv6 (fd00::) RoCE v2 GID there: not IPv4, so 5
+    assert result["gid_check"]["common_index"] == 5
+
+
+def test_check_gids_no_common_index_is_a_problem(module_result, fixtures_dir):
+    # spark-b-shifted: rocep1s0f1's IPv4 RoCE v2 GID at 4, roceP2p1s0f1's at 3
+    kind, result, _warnings = module_result({
+        "sysfs_root": os.path.join(fixtures_dir, "sysfs", "spark-b-shifted"),
+        "check_gids": {"devices": ["rocep1s0f1", "roceP2p1s0f1"], "why": "the ring's NCCL"},
+    })
+    assert kind == "exit"
+    check = result["gid_check"]
+    assert check["common_index"] is None
+    (problem,) = check["problems"]
+    assert problem.startswith("the ring's NCCL: no GID index holds an IPv4 RoCE v2 GID on every one of rocep1s0f1, "
+                              "roceP2p1s0f1 (rocep1s0f1: 0 fe80::")
+    assert "4 ::ffff:192.168.102.12 (RoCE v2)" in problem
+
+
+def test_check_gids_missing_device_and_port_down(module_result, fixtures_dir):
+    kind, result, _warnings = module_result({
+        "sysfs_root": os.path.join(fixtures_dir, "sysfs", "spark-degraded"),
+        "check_gids": {"devices": ["rocep1s0f1", "roceP2p1s0f1"]},
+    })
+    assert kind == "exit"
+    problems = result["gid_check"]["problems"]
+    assert problems[0].startswith("rocep1s0f1 port 1 is DOWN, not ACTIVE")
+    assert problems[1].startswith("roceP2p1s0f1: no such RDMA device under class/infiniband (have: roceP2p1s0f0, "
+                                  "rocep1s0f0, rocep1s0f1)")
+    assert len(problems) == 2
+
+
+def test_check_gids_refuses_bad_arguments(module_result, fixtures_dir):
+    root = os.path.join(fixtures_dir, "sysfs", "spark-a")
+    kind, result, _warnings = module_result({
+        "sysfs_root": root,
+        "check_gids": {"devices": ["rocep1s0f1", "roceP2p1s0f1"], "index": 5, "addresses": ["192.168.102.11"]},
+    })
+    assert kind == "fail"
+    assert "check_gids.addresses has 1 entries for 2 devices" in result["msg"]
+    kind, result, _warnings = module_result({
+        "sysfs_root": root, "check_gids": {"devices": ["rocep1s0f1"], "index": 256},
+    })
+    assert kind == "fail"
+    assert "0..255" in result["msg"]
+
+
+def test_without_check_gids_there_is_no_gid_check(module_result, fixtures_dir):
+    kind, result, _warnings = module_result({"sysfs_root": os.path.join(fixtures_dir, "sysfs", "spark-a")})
+    assert kind == "exit"
+    assert "gid_check" not in result
