@@ -12,9 +12,9 @@ module: git_apply
 short_description: Apply patches in order to a git worktree; skip those it holds, name the files of one that fails
 version_added: "0.2.0"
 description:
-  - For each of O(patches), in order, on top of the ones before it, in one module run:
-    C(git apply --check --reverse) says whether the tree already holds it (then it is skipped and listed in
-    RV(already)); else C(git apply --check) must pass, and C(git apply) applies it (listed in RV(applied)).
+  - For each of O(patches), in order, on top of the ones before it, in one module run, C(git apply --check --reverse)
+    says whether the tree already holds it (then it is skipped and listed in RV(already)); else C(git apply --check)
+    must pass, and C(git apply) applies it (listed in RV(applied)).
   - A patch that does not apply fails the task before it touches the tree, with RV(failed_patch), RV(failed_index)
     and the files git names (RV(files)) as data; the patches before it stay applied.
 author:
