@@ -17,6 +17,12 @@ fields null, and ``usable_memory_mib`` taken from ``MemTotal`` of
 
 The CUDA version the driver supports appears only in the header of plain
 ``nvidia-smi`` output (``CUDA Version: 13.0``).
+
+The installed toolkit's release is what ``nvcc --version`` prints on its
+``Cuda compilation tools, release 13.0, V13.0.88`` line (the same line NVIDIA/apex
+setup.py reads, get_cuda_bare_metal_version @8b7a1ff183741dd8f9b87e7bafd04cfde99cea28).
+A Debian package version is ``[epoch:]upstream[-revision]`` (deb-version(7)):
+``2.29.3-1+cuda13.0`` is NCCL 2.29.3.
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ _UNAVAILABLE = frozenset(("n/a", "not supported", "unknown error", "insufficient
 _UNIT_RE = re.compile(r"^(.*?)\s*(?:MiB|MHz|W|%)$")
 _CUDA_VERSION_RE = re.compile(r"CUDA Version\s*:\s*([0-9]+(?:\.[0-9]+)*)")
 _DRIVER_VERSION_RE = re.compile(r"Driver Version\s*:\s*([0-9]+(?:\.[0-9]+)*)")
+_NVCC_RELEASE_RE = re.compile(r"\brelease ([0-9]+)\.([0-9]+)\b")
 _MEMINFO_RE = re.compile(r"^([A-Za-z0-9_()]+):\s+(\d+)(?:\s+kB)?\s*$")
 
 NO_DEVICES = "No devices were found"
@@ -188,6 +195,23 @@ def parse_driver_version(text):
     """The ``Driver Version: 580.95.05`` of plain nvidia-smi output, as text, or None when absent."""
     match = _DRIVER_VERSION_RE.search(text)
     return match.group(1) if match else None
+
+
+def parse_nvcc_release(text):
+    """The release of ``nvcc --version`` output as (text, major int), e.g. ("13.0", 13), or (None, None)."""
+    match = _NVCC_RELEASE_RE.search(text)
+    if not match:
+        return None, None
+    return f"{match.group(1)}.{match.group(2)}", int(match.group(1))
+
+
+def debian_upstream_version(version):
+    """The upstream part of a Debian package version (epoch and Debian revision dropped), or None when empty."""
+    version = (version or "").strip()
+    if not version:
+        return None
+    version = version.split(":", 1)[1] if ":" in version else version
+    return version.rsplit("-", 1)[0] if "-" in version else version
 
 
 def parse_meminfo(text):

@@ -9,7 +9,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: gpu_facts
-short_description: Gather NVIDIA GPUs, driver and CUDA version with nvidia-smi, and the memory the GPUs can use
+short_description: Gather NVIDIA GPUs, driver, CUDA toolkit and NCCL versions, and the memory the GPUs can use
 version_added: "0.1.0"
 description:
   - Runs C(nvidia-smi --query-gpu=index,name,uuid,driver_version,compute_cap,memory.total,memory.used,memory.free,
@@ -27,6 +27,10 @@ description:
     RV(ansible_facts.sparkfold_gpu.count=0) and warns.
   - Fails when nvidia-smi is not found, or when it fails (for example C(NVIDIA-SMI has failed because it couldn't
     communicate with the NVIDIA driver)), with its message and what to do.
+  - With O(nvcc), also runs C(nvcc --version) and returns the toolkit's release (RV(ansible_facts.sparkfold_gpu.nvcc));
+    a missing or failing nvcc is reported there, not as a failure of the module.
+  - With O(nccl_package), also asks dpkg for that package's version (C(dpkg-query -W -f ${Version})) and returns it
+    with its upstream part (RV(ansible_facts.sparkfold_gpu.nccl)); a package that is not installed is reported there.
   - Read-only; never reports a change.
 author:
   - sparkfold developers (@sparkfold)
@@ -42,6 +46,18 @@ options:
       - Point it at a copy to inspect another machine's state or in tests.
     type: path
     default: /proc/meminfo
+  nvcc:
+    description:
+      - Path of the C(nvcc) whose release to report (C(/usr/local/cuda/bin/nvcc)).
+      - When left out, nvcc is not asked and RV(ansible_facts.sparkfold_gpu.nvcc) is not returned.
+    type: path
+    version_added: 0.2.0
+  nccl_package:
+    description:
+      - Debian package of the NCCL runtime whose installed version to report (C(libnccl2)).
+      - When left out, dpkg is not asked and RV(ansible_facts.sparkfold_gpu.nccl) is not returned.
+    type: str
+    version_added: 0.2.0
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
@@ -81,6 +97,15 @@ EXAMPLES = r"""
 - name: Memory the engine can use (system memory on a DGX Spark, the GPU's own on a discrete card)
   ansible.builtin.debug:
     msg: "{{ sparkfold_gpu.gpus[0].name }}: {{ (sparkfold_gpu.gpus[0].usable_memory_mib / 1024) | round(1) }} GiB"
+
+- name: Also the toolkit's release and the NCCL package's version
+  sparkfold.cluster.gpu_facts:
+    nvcc: /usr/local/cuda/bin/nvcc
+    nccl_package: libnccl2
+
+- name: The toolkit must be CUDA 13
+  ansible.builtin.assert:
+    that: sparkfold_gpu.nvcc.major == 13
 
 - name: Use an nvidia-smi outside PATH
   sparkfold.cluster.gpu_facts:
@@ -160,9 +185,35 @@ ansible_facts:
           returned: always
           type: int
           sample: 116290
+        architecture:
+          description: The machine's architecture as the kernel names it (C(uname -m)).
+          returned: always
+          type: str
+          sample: aarch64
+          version_added: 0.2.0
+        nvcc:
+          description:
+            - What O(nvcc) answered. C(path); C(found) (false when there is no executable file there); C(rc) of
+              C(nvcc --version) (null when not found); C(release) (C(13.0)) and C(major) (C(13), an int), null when
+              nvcc failed or its output has no C(release X.Y); C(message), why there is no release (nvcc's error,
+              or the last line it printed), else null.
+          returned: when O(nvcc) is given
+          type: dict
+          sample: {path: /usr/local/cuda/bin/nvcc, found: true, rc: 0, release: "13.0", major: 13, message: null}
+          version_added: 0.2.0
+        nccl:
+          description:
+            - The installed version of O(nccl_package). C(package); C(version), the Debian version
+              (C(2.29.3-1+cuda13.0)), and C(upstream_version) (C(2.29.3), epoch and Debian revision dropped), null
+              when the package is not installed; C(message), dpkg's reason then, else null.
+          returned: when O(nccl_package) is given
+          type: dict
+          sample: {package: libnccl2, version: 2.29.3-1+cuda13.0, upstream_version: 2.29.3, message: null}
+          version_added: 0.2.0
 """
 
 import os
+import platform
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
@@ -170,7 +221,9 @@ from ansible_collections.sparkfold.cluster.plugins.module_utils.gpu import (
     NO_DEVICES,
     QUERY_ARGS,
     GpuParseError,
+    debian_upstream_version,
     gpu_facts,
+    parse_nvcc_release,
 )
 
 NOT_FOUND_HINT = "install the NVIDIA driver (DGX OS ships it) or set nvidia_smi to its path"
@@ -207,11 +260,54 @@ def _run(module, nvidia_smi, args):
     return out
 
 
+def _one_line(text):
+    return " ".join(text.split())
+
+
+def nvcc_facts(module, path):
+    """What ``path --version`` says: the release, or why there is none."""
+    facts = {"path": path, "found": False, "rc": None, "release": None, "major": None, "message": None}
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        facts["message"] = f"no executable file at {path}"
+        return facts
+    facts["found"] = True
+    rc, out, err = module.run_command([path, "--version"], environ_update={"LC_ALL": "C"})
+    facts["rc"] = rc
+    if rc != 0:
+        facts["message"] = _one_line(err) or _one_line(out) or "no output"
+        return facts
+    facts["release"], facts["major"] = parse_nvcc_release(out)
+    if facts["release"] is None:
+        lines = out.strip().splitlines()
+        facts["message"] = lines[-1].strip() if lines else "no output"
+    return facts
+
+
+def nccl_facts(module, package):
+    """The installed version of the Debian package ``package``, or dpkg's reason why there is none."""
+    facts = {"package": package, "version": None, "upstream_version": None, "message": None}
+    dpkg_query = module.get_bin_path("dpkg-query")
+    if dpkg_query is None:
+        facts["message"] = "dpkg-query not found (not a Debian or Ubuntu host)"
+        return facts
+    rc, out, err = module.run_command([dpkg_query, "-W", "-f", "${db:Status-Status} ${Version}", package],
+                                      environ_update={"LC_ALL": "C"})
+    status, _sep, version = out.strip().partition(" ")
+    if rc != 0 or status != "installed" or not version:
+        facts["message"] = _one_line(err) or f"{package} is {status or 'not installed'}"
+        return facts
+    facts["version"] = version
+    facts["upstream_version"] = debian_upstream_version(version)
+    return facts
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
             "nvidia_smi": {"type": "path"},
             "meminfo_path": {"type": "path", "default": "/proc/meminfo"},
+            "nvcc": {"type": "path"},
+            "nccl_package": {"type": "str"},
         },
         supports_check_mode=True,
     )
@@ -240,6 +336,12 @@ def main():
         facts = gpu_facts(query, plain, meminfo)
     except GpuParseError as exc:
         module.fail_json(msg=f"{to_native(exc)} (nvidia-smi: {nvidia_smi}, meminfo: {meminfo_path})")
+
+    facts["architecture"] = platform.machine()
+    if module.params["nvcc"]:
+        facts["nvcc"] = nvcc_facts(module, module.params["nvcc"])
+    if module.params["nccl_package"]:
+        facts["nccl"] = nccl_facts(module, module.params["nccl_package"])
 
     if facts["count"] == 0:
         module.warn(f"{nvidia_smi}: {NO_DEVICES}; the driver sees no GPU")

@@ -116,3 +116,23 @@ def test_meminfo_without_memavailable():
     assert facts["system_memory_total_mib"] == 2
     assert facts["system_memory_available_mib"] is None
     assert facts["gpus"] == []
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Cuda compilation tools, release 13.0, V13.0.88\nBuild cuda_13.0.r13.0/compiler.36424714_0\n", ("13.0", 13)),
+    ("Cuda compilation tools, release 12.4, V12.4.131", ("12.4", 12)),
+    ("nvcc: NVIDIA (R) Cuda compiler driver\n", (None, None)),
+])
+def test_nvcc_release(text, expected):
+    assert gpu.parse_nvcc_release(text) == expected
+
+
+@pytest.mark.parametrize(("version", "expected"), [
+    ("2.29.3-1+cuda13.0", "2.29.3"),
+    ("1:2.28.9-1+cuda13.0", "2.28.9"),
+    ("2.29.3", "2.29.3"),
+    ("1.2-rc1-3", "1.2-rc1"),
+    ("", None),
+])
+def test_debian_upstream_version(version, expected):
+    assert gpu.debian_upstream_version(version) == expected

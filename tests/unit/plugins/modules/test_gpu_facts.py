@@ -7,6 +7,7 @@ arguments. The module runs it as a real subprocess.
 """
 
 import os
+import platform
 import shlex
 import stat
 
@@ -122,6 +123,7 @@ def test_h200_discrete_gpu_keeps_its_own_memory(module_result, fixtures_dir, tmp
             # MemTotal 131981020 kB, MemAvailable 131482080 kB
             "system_memory_total_mib": 128887,
             "system_memory_available_mib": 128400,
+            "architecture": platform.machine(),
         }
     }
     # the exact query, then the plain table for the CUDA version
@@ -150,6 +152,7 @@ def test_gb10_unified_memory_uses_system_memory(module_result, fixtures_dir, tmp
             # MemTotal 124563548 kB, MemAvailable 118926340 kB
             "system_memory_total_mib": 121644,
             "system_memory_available_mib": 116139,
+            "architecture": platform.machine(),
         }
     }
 
@@ -274,6 +277,7 @@ def test_no_devices_is_not_an_error(module_result, fixtures_dir, tmp_path):
             "unified_memory": False,
             "system_memory_total_mib": 128887,
             "system_memory_available_mib": 128400,
+            "architecture": platform.machine(),
         }
     }
 
@@ -304,3 +308,92 @@ def test_garbled_query_output_fails_naming_the_field(module_result, fixtures_dir
     assert result["msg"].startswith(
         "nvidia-smi --query-gpu field memory.total: expected a whole number, got 'lots' (line "
     )
+
+
+def _executable(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+NVCC_13 = """#!/bin/sh
+[ "$1" = --version ] || exit 64
+echo 'nvcc: NVIDIA (R) Cuda compiler driver'
+echo 'Copyright (c) 2005-2025 NVIDIA Corporation'
+echo 'Built on Wed_Aug_20_01:57:39_PM_PDT_2025'
+echo 'Cuda compilation tools, release 13.0, V13.0.88'
+echo 'Build cuda_13.0.r13.0/compiler.36424714_0'
+"""
+
+
+def _gb10(fixtures_dir, tmp_path, **extra):
+    smi = fake_nvidia_smi(tmp_path / "bin", _fixture(fixtures_dir, "gb10-query-gpu.csv"),
+                          _fixture(fixtures_dir, "gb10-nvidia-smi.txt"))
+    return {"nvidia_smi": str(smi), "meminfo_path": _fixture(fixtures_dir, "gb10-meminfo.txt"), **extra}
+
+
+def test_nvcc_release_is_reported_as_data(module_result, fixtures_dir, tmp_path):
+    nvcc = _executable(tmp_path / "cuda" / "nvcc", NVCC_13)
+    kind, result, _warnings = module_result(_gb10(fixtures_dir, tmp_path, nvcc=str(nvcc)))
+    assert kind == "exit", result
+    assert result["ansible_facts"]["sparkfold_gpu"]["nvcc"] == {
+        "path": str(nvcc), "found": True, "rc": 0, "release": "13.0", "major": 13, "message": None}
+    assert result["changed"] is False
+
+
+@pytest.mark.parametrize(("script", "expected"), [
+    (None, {"found": False, "rc": None, "release": None, "major": None}),
+    ("#!/bin/sh\necho 'libcudart.so.13: cannot open shared object file' >&2\nexit 127\n",
+     {"found": True, "rc": 127, "release": None, "major": None,
+      "message": "libcudart.so.13: cannot open shared object file"}),
+    ("#!/bin/sh\necho 'Cuda compilation tools'\necho 'garbled'\n",
+     {"found": True, "rc": 0, "release": None, "major": None, "message": "garbled"}),
+    ("#!/bin/sh\necho 'Cuda compilation tools, release 12.4, V12.4.131'\n",
+     {"found": True, "rc": 0, "release": "12.4", "major": 12, "message": None}),
+])
+def test_a_missing_failing_or_other_nvcc_is_data_not_a_failure(module_result, fixtures_dir, tmp_path, script,
+                                                               expected):
+    nvcc = tmp_path / "cuda" / "nvcc"
+    if script is not None:
+        _executable(nvcc, script)
+    kind, result, _warnings = module_result(_gb10(fixtures_dir, tmp_path, nvcc=str(nvcc)))
+    assert kind == "exit", result
+    found = result["ansible_facts"]["sparkfold_gpu"]["nvcc"]
+    assert {key: found[key] for key in expected} == expected
+    if script is None:
+        assert found["message"] == f"no executable file at {nvcc}"
+
+
+def _dpkg_query(directory, answer, rc=0, err=""):
+    """A dpkg-query on PATH that prints ``answer`` for the module's exact arguments."""
+    return _executable(directory / "dpkg-query", "#!/bin/sh\n"
+                       "[ \"$1 $2 $3\" = '-W -f ${db:Status-Status} ${Version}' ] || exit 64\n"
+                       f"printf '%s' {shlex.quote(answer)}\n"
+                       f"[ -z {shlex.quote(err)} ] || echo {shlex.quote(err)} >&2\nexit {rc}\n")
+
+
+@pytest.mark.parametrize(("answer", "rc", "err", "expected"), [
+    ("installed 2.29.3-1+cuda13.0", 0, "", {"version": "2.29.3-1+cuda13.0", "upstream_version": "2.29.3",
+                                            "message": None}),
+    ("installed 1:2.28.9-1+cuda13.0", 0, "", {"version": "1:2.28.9-1+cuda13.0", "upstream_version": "2.28.9",
+                                              "message": None}),
+    ("config-files 2.29.3-1+cuda13.0", 0, "", {"version": None, "upstream_version": None,
+                                               "message": "libnccl2 is config-files"}),
+    ("", 1, "dpkg-query: no packages found matching libnccl2", {
+        "version": None, "upstream_version": None, "message": "dpkg-query: no packages found matching libnccl2"}),
+])
+def test_the_nccl_package_version_is_reported_as_data(module_result, fixtures_dir, tmp_path, monkeypatch, answer,
+                                                      rc, err, expected):
+    _dpkg_query(tmp_path / "dpkg", answer, rc, err)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'dpkg'}:{os.environ['PATH']}")
+    kind, result, _warnings = module_result(_gb10(fixtures_dir, tmp_path, nccl_package="libnccl2"))
+    assert kind == "exit", result
+    assert result["ansible_facts"]["sparkfold_gpu"]["nccl"] == {"package": "libnccl2", **expected}
+
+
+def test_nvcc_and_nccl_are_left_out_unless_asked(module_result, fixtures_dir, tmp_path):
+    kind, result, _warnings = module_result(_gb10(fixtures_dir, tmp_path))
+    assert kind == "exit", result
+    assert "nvcc" not in result["ansible_facts"]["sparkfold_gpu"]
+    assert "nccl" not in result["ansible_facts"]["sparkfold_gpu"]
