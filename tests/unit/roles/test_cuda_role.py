@@ -1,11 +1,11 @@
 # Copyright: (c) 2026, sparkfold developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""sparkfold.cluster.cuda: apt, file and template declare the RDMA user space and the CUDA environment; gpu_facts
-gives nvcc's release and NCCL's version as data, judged once.
+"""sparkfold.cluster.cuda: deb_packages, file and template declare the RDMA user space and the CUDA environment;
+gpu_facts gives nvcc's release and NCCL's version as data, judged once.
 
 Runs the role's tasks against this machine: the environment file under the test's directory; as the RDMA packages
-and the NCCL package, one this machine has, where apt is to be seen finding it installed (apt is slow: elsewhere
-none); on the GPU path a stand-in nvidia-smi (the GB10 fixture) and a stand-in nvcc. No lab.
+and the NCCL package, one this machine has, where deb_packages is to be seen finding it
+installed (elsewhere none); on the GPU path a stand-in nvidia-smi (the GB10 fixture) and a stand-in nvcc. No lab.
 """
 
 from __future__ import annotations
