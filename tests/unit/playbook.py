@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -41,3 +42,18 @@ def run_playbook(playbook, inventory, tmp, args=(), env=None, timeout=300, quiet
     return subprocess.run(
         [str(ANSIBLE_PLAYBOOK), "-i", str(inventory), str(playbook), *args],
         cwd=tmp, env=full_env, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def task_result(out, name, role):
+    """The result of ``role``'s task named ``name`` in a run's output (ok, changed, skipping, fatal), or "left out"
+    when it did not run."""
+    found = re.search(rf"TASK \[sparkfold\.cluster\.{role} : {re.escape(name)}\][^\n]*\n(?:(?!TASK \[).*\n)*?"
+                      r"(ok|changed|skipping|fatal): ", out)
+    return found.group(1) if found else "left out"
+
+
+def changed_count(proc, host="node"):
+    """The changed= count of ``host`` in a run's recap."""
+    found = re.search(rf"{re.escape(host)}\s+: ok=\d+\s+changed=(\d+) ", proc.stdout)
+    assert found, proc.stdout[-3000:]
+    return int(found.group(1))

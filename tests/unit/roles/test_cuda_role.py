@@ -10,14 +10,14 @@ installed (elsewhere none); on the GPU path a stand-in nvidia-smi (the GB10 fixt
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-import re
 import shlex
 import subprocess
 import sys
 
-from tests.unit.playbook import run_playbook
+from tests.unit.playbook import changed_count, run_playbook, task_result
 
 PLAY = """
 - name: cuda on this machine
@@ -43,17 +43,8 @@ def _run(tmp_path, extra=None, args=()):
                         ["-e", json.dumps({**given, **(extra or {})}), *args])
 
 
-def _task(out, name):
-    """The result of the task named ``name`` (ok, changed, skipping, fatal), or "left out" when it did not run."""
-    found = re.search(rf"TASK \[sparkfold\.cluster\.cuda : {re.escape(name)}\][^\n]*\n(?:(?!TASK \[).*\n)*?"
-                      r"(ok|changed|skipping|fatal): ", out)
-    return found.group(1) if found else "left out"
-
-
-def _changed(proc):
-    found = re.search(r"node\s+: ok=\d+\s+changed=(\d+) ", proc.stdout)
-    assert found, proc.stdout[-3000:]
-    return int(found.group(1))
+_task = functools.partial(task_result, role="cuda")
+_changed = changed_count
 
 
 def test_the_environment_is_written_then_left_alone_and_a_drift_repaired(tmp_path):

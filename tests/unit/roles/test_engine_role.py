@@ -10,12 +10,12 @@ names under --prefix. No lab.
 
 from __future__ import annotations
 
+import functools
 import json
-import re
 import subprocess
 import sys
 
-from tests.unit.playbook import run_playbook
+from tests.unit.playbook import changed_count, run_playbook, task_result
 
 PLAY = """
 - name: engine on this machine
@@ -87,17 +87,8 @@ def _run(tmp_path, given, args=()):
                         ["-e", json.dumps(given), *args])
 
 
-def _task(out, name):
-    """The result of the task named ``name`` (ok, changed, skipping, fatal), or "left out" when it did not run."""
-    found = re.search(rf"TASK \[sparkfold\.cluster\.engine : {re.escape(name)}\][^\n]*\n(?:(?!TASK \[).*\n)*?"
-                      r"(ok|changed|skipping|fatal): ", out)
-    return found.group(1) if found else "left out"
-
-
-def _changed(proc):
-    found = re.search(r"node\s+: ok=\d+\s+changed=(\d+) ", proc.stdout)
-    assert found, proc.stdout[-3000:]
-    return int(found.group(1))
+_task = functools.partial(task_result, role="engine")
+_changed = changed_count
 
 
 def test_a_build_is_made_current_then_left_alone_and_a_drift_repaired(tmp_path):

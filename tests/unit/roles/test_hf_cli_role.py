@@ -9,13 +9,14 @@ nothing is installed on the controller).
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import json
 import pathlib
 import re
 import sys
 
-from tests.unit.playbook import run_playbook
+from tests.unit.playbook import run_playbook, task_result
 
 PLAY = """
 - name: hf on this machine
@@ -44,11 +45,7 @@ LINK = "Link hf where non-interactive shells find it"
 ASK = "Ask the installed hf for its version"
 
 
-def _task(out, name):
-    """The result line of the task named ``name`` (ok, changed, skipping, fatal), or "left out" when it did not run."""
-    found = re.search(rf"TASK \[sparkfold\.cluster\.hf_cli : {re.escape(name)}\][^\n]*\n(?:(?!TASK \[).*\n)*?"
-                      r"(ok|changed|skipping|fatal): ", out)
-    return found.group(1) if found else "left out"
+_task = functools.partial(task_result, role="hf_cli")
 
 
 def _link(tmp_path, target=None):

@@ -9,6 +9,7 @@ installed on the controller).
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import json
 import pathlib
@@ -17,7 +18,7 @@ import sys
 
 import ziglang
 
-from tests.unit.playbook import run_playbook
+from tests.unit.playbook import run_playbook, task_result
 
 PLAY = """
 - name: Zig on this machine
@@ -45,13 +46,7 @@ def _run(tmp_path, extra, args=()):
                         ["-e", json.dumps({**given, **extra}), *args])
 
 
-def _task(out, name):
-    """The result of the task named ``name`` (ok, changed, skipping, fatal), or "left out" when it did not run."""
-    found = re.search(rf"TASK \[sparkfold\.cluster\.zig : {re.escape(name)}\][^\n]*\n(?:(?!TASK \[).*\n)*?"
-                      r"(ok|changed|skipping|fatal): ", out)
-    return found.group(1) if found else "left out"
-
-
+_task = functools.partial(task_result, role="zig")
 LINK = "Link zig where non-interactive shells find it"
 ASK = "Ask the linked zig for its version"
 REQUIRE = "Require exactly zig_version"
