@@ -94,6 +94,7 @@ PLACEHOLDERS = {
     'mtp_drafts': 'serve.mtp_drafts (DSpark drafts a round, TensorFold Python engine)',
     'max_total_tokens': 'serve.max_total_tokens (the pinned KV pool, tokens: SGLang)',
     'node_address': "this node's management address (ansible_host unless sparkfold_management_address)",
+    'first_start_port': "inputs.first_start.port (rank 0's HTTP port while the engine's first start writes the inputs)",
     'bootstrap_interface': "the interface of this node's management address (a ring's NCCL/Gloo bootstrap)",
     'nccl_library': 'the NCCL library the fabric role checked on this node (fabric_nccl_library)',
 }
@@ -279,6 +280,14 @@ def recipe_problems(recipe):
             if program not in recipe['engine']['programs']:
                 problems.append(f"launch.{rank}.program '{program}' is not one of engine.programs "
                                 f"({', '.join(sorted(recipe['engine']['programs']))})")
+        inputs = recipe['inputs']
+        tool = [key for key in ('script', 'args', 'env') if key in inputs]
+        if 'first_start' in inputs and tool:
+            problems.append(f"inputs has first_start and {', '.join(tool)}: the inputs are made either by a tool "
+                            '(script, args, env) or by the engine\'s first start, not both')
+        elif 'first_start' not in inputs and len(tool) != 3:
+            problems.append('inputs needs script, args and env (the tool that makes them) or first_start (the engine '
+                            'writes them on its first start)')
         if recipe['serve']['parallel'] > recipe['serve']['streams']:
             problems.append(f"serve.parallel {recipe['serve']['parallel']} is more than serve.streams "
                             f"{recipe['serve']['streams']}: this engine serves TF_DS_STREAMS streams at once")
@@ -573,13 +582,14 @@ def recipe_render(template, values):
     return out
 
 
-def container_run(container, name, image, env_file, argv, lab_extra=None, values=None):
+def container_run(container, name, image, env_file, argv, lab_extra=None, values=None, detach=False):
     """The `podman run` (or `docker run`) command line of one rank, from the recipe's container section.
 
     container: the recipe's container mapping, its mounts already rendered; name: the container's name;
     image: the image reference to run (pinned); env_file: the 0600 file with the rank's environment and
     secrets (never on the command line); argv: the entry point's arguments; lab_extra: more options;
-    values: the launch placeholders' values, to fill in the mounts' sources ({model_dir}, ...).
+    values: the launch placeholders' values, to fill in the mounts' sources ({model_dir}, ...); detach: run it in the
+    background and keep it when it stops (its logs say why), instead of removing it (the engine's first start).
     """
     if not isinstance(container, dict) or not isinstance(argv, list):
         raise AnsibleFilterError('container_run: expected the recipe container mapping and a list of arguments')
@@ -588,7 +598,7 @@ def container_run(container, name, image, env_file, argv, lab_extra=None, values
     if runtime not in runtimes:
         raise AnsibleFilterError(f"container_run: runtime must be one of {', '.join(runtimes)}, got '{runtime}'")
     opts = container.get('options') or {}
-    cmd = [runtime, 'run', '--rm', '--name', to_text(name)]
+    cmd = [runtime, 'run', '--detach' if detach else '--rm', '--name', to_text(name)]
     if runtime == 'podman':
         # A container of the same name left by a killed run is replaced, not an error.
         cmd.append('--replace')
