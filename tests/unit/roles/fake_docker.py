@@ -1,0 +1,126 @@
+# Copyright: (c) 2026, sparkfold developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A stand-in `docker` for tests/unit/roles/test_engine_inputs_first_start.py: each container is a process.
+
+Knows `image inspect` (every image but example/absent:*), `run --detach` (starts this file as the engine: it writes
+rank<R>of2-fake.bin under the directory mounted at /root/.cache, tf-ds-rank/, and dsv41_token_map.json there, then
+rank 0 answers GET /v1/models with 200 on --port; FAKE_EXIT in the --env-file makes it print `error: <value>` and exit
+1), `container inspect`, `logs`, `stop`, `rm`. Every call is logged in $FAKE_DOCKER_STATE/calls.log.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+STATE = pathlib.Path(os.environ.get("FAKE_DOCKER_STATE", "/tmp/fake-docker"))
+
+
+def engine(log, argv):
+    """The container's process: argv is `docker run`'s."""
+    env = {}
+    env_file = argv[argv.index("--env-file") + 1]
+    for line in pathlib.Path(env_file).read_text().splitlines():
+        key, value = line.split("=", 1)
+        env[key] = value
+    with open(log, "a", encoding="utf-8") as out:
+        if "FAKE_EXIT" in env:
+            out.write(f"error: {env['FAKE_EXIT']}\n")
+            sys.exit(1)
+        cache = next(v.split(":")[0] for i, v in enumerate(argv) if argv[i - 1] == "--volume"
+                     and v.split(":")[1] == "/root/.cache")
+        rank = argv[argv.index("--rank") + 1]
+        ranks = pathlib.Path(cache) / "tf-ds-rank"
+        ranks.mkdir(parents=True, exist_ok=True)
+        (ranks / f"rank{rank}of2-fake.bin").write_bytes(b"\0" * 16)
+        (pathlib.Path(cache) / "dsv41_token_map.json").write_text("{}")
+        out.write(f"rank {rank}: inputs written\n")
+    if rank != "0":
+        while True:
+            time.sleep(1)
+
+    class Models(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200 if self.path == "/v1/models" else 404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    http.server.HTTPServer(("127.0.0.1", int(argv[argv.index("--port") + 1])), Models).serve_forever()
+
+
+def main(argv):
+    STATE.mkdir(parents=True, exist_ok=True)
+    with open(STATE / "calls.log", "a", encoding="utf-8") as calls:
+        calls.write(json.dumps(argv) + "\n")
+    if argv[:1] == ["--engine"]:
+        engine(argv[1], argv[2:])
+        return 0
+    if argv[:2] == ["image", "inspect"]:
+        if argv[-1].startswith("example/absent"):
+            sys.stderr.write(f"Error: No such image: {argv[-1]}\n")
+            return 1
+        print("sha256:" + "a" * 64)
+        return 0
+    if argv[:1] == ["run"]:
+        name = argv[argv.index("--name") + 1]
+        log = STATE / f"{name}.log"
+        proc = subprocess.Popen([sys.executable, __file__, "--engine", str(log), *argv],  # pylint: disable=consider-using-with
+                                start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        (STATE / f"{name}.pid").write_text(str(proc.pid))
+        print("f" * 64)
+        return 0
+    name = argv[-1]
+    pid_file = STATE / f"{name}.pid"
+    pid = int(pid_file.read_text()) if pid_file.exists() else None
+
+    def alive():
+        if pid is None:
+            return False
+        try:
+            waited = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            waited = (0, 0)
+        if waited[0] == pid:
+            return False
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        state = pathlib.Path(f"/proc/{pid}/stat")
+        return state.exists() and state.read_text().split()[2] != "Z"
+
+    if argv[:2] == ["container", "inspect"]:
+        if pid is None:
+            return 1
+        print("true" if alive() else "false")
+        return 0
+    if argv[:1] == ["logs"]:
+        log = STATE / f"{name}.log"
+        sys.stdout.write(log.read_text() if log.exists() else "")
+        return 0 if pid is not None else 1
+    if argv[:1] == ["stop"]:
+        if pid is not None and alive():
+            os.killpg(pid, signal.SIGTERM)
+        return 0 if pid is not None else 1
+    if argv[:1] == ["rm"]:
+        if pid is not None and alive():
+            if "--force" not in argv:
+                return 1
+            os.killpg(pid, signal.SIGKILL)
+        existed = pid_file.exists()
+        pid_file.unlink(missing_ok=True)
+        return 0 if existed or "--force" in argv else 1
+    sys.stderr.write(f"fake docker: unknown call {argv}\n")
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
