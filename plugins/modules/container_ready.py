@@ -16,7 +16,8 @@ description:
     C(bertholomus/TensorFold tools/dsv41-zig/build_inputs.sh) waits for rank 0's first start
     (C(curl ... /v1/models) until C(200), every 10 s, with no time limit of its own).
   - Before each question it asks the container runtime whether the container O(name) still runs, and fails at once
-    when it does not, with the last O(log_lines) lines of its log (build_inputs.sh, "rank 0 stopped: docker logs").
+    when it does not, with the last O(log_lines) lines of its log (as build_inputs.sh stops with C(rank 0 stopped),
+    naming C(docker logs)).
   - Fails after O(timeout) seconds when the container still runs but never answered, naming how to read its log.
   - Changes nothing. In check mode it does not wait.
 author:
