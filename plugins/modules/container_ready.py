@@ -52,11 +52,16 @@ options:
     description: Lines of the container's log a failure shows.
     type: int
     default: 40
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
+    details: It does not wait; RV(status) is 0.
   diff_mode:
     support: none
+  platform:
+    platforms: posix
 """
 
 EXAMPLES = r"""
