@@ -632,7 +632,45 @@ def container_run(container, name, image, env_file, argv, lab_extra=None, values
     return cmd + [to_text(a) for a in argv]
 
 
+# The --env-file format both runtimes read: one KEY=VALUE a line, the line's leading whitespace dropped, a line that
+# starts with '#' or is empty skipped, the key cut at the first '=' and refused when empty or holding whitespace,
+# the value taken verbatim up to the line's end (bufio.Scanner: a '\r' before the '\n' dropped). Sources:
+# docker/cli pkg/kvfile/kvfile.go @3d41bbacb04b2fcfd4b4504323a46cc8da5b7681 ("quotes are considered part of the key
+# or value"; "neither key, nor value, can contain newlines"), and @00155964f781d6b8a93f8dd42c979bc649d2456f, whose
+# trimQuotes removes quotes around a value "if the value starts and ends with the same quote character";
+# containers/podman pkg/env/env.go @238d08fafdf4ccd7b70c8cbbaaafe070f58ef74a ParseFile/parseEnv (no quote removal).
+_ENV_QUOTES = ('"', "'")
+
+
+def container_env_file(env, what='the environment'):
+    """The text of a container runtime's --env-file holding env (a mapping), one sorted KEY=VALUE line a variable,
+    read alike by podman and every docker; fails naming each variable that cannot be written so."""
+    if not isinstance(env, dict):
+        raise AnsibleFilterError(f'container_env_file: {what} must be a mapping of variables, got {type(env).__name__}')
+    problems = []
+    lines = []
+    for key, value in sorted((to_text(k), v) for k, v in env.items()):
+        if value is None or isinstance(value, (dict, list, tuple)):
+            problems.append(f"{key or '(empty name)'} has no text value ({type(value).__name__})")
+            continue
+        value = to_text(value)
+        if not key or key.startswith('#') or any(c in key for c in '= \t\r\n\0'):
+            problems.append(f"the name {key!r} is not one a runtime reads (no '=', whitespace or NUL, "
+                            f"not empty, not starting with '#')")
+        if any(c in value for c in '\r\n\0'):
+            problems.append(f'{key} holds a line break or NUL ({value!r}): an --env-file line ends there, '
+                            f'so the container would see another value and other variables')
+        elif len(value) > 1 and value[0] == value[-1] and value[0] in _ENV_QUOTES:
+            problems.append(f'{key}={value} is quoted: docker since kvfile @00155964 removes the quotes, older '
+                            f'docker and podman keep them, so the container would see one or the other; '
+                            f'write the value without its quotes')
+        lines.append(f'{key}={value}\n')
+    if problems:
+        raise AnsibleFilterError(f"{what} cannot be written as a container's --env-file: {'; '.join(problems)}")
+    return ''.join(lines)
+
+
 class FilterModule:
     def filters(self):
         return {'recipe_check': recipe_check, 'recipe_problems': recipe_problems, 'recipe_render': recipe_render,
-                'container_run': container_run}
+                'container_run': container_run, 'container_env_file': container_env_file}

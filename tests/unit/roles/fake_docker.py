@@ -2,10 +2,12 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A stand-in `docker` for tests/unit/roles/test_engine_inputs_first_start.py: each container is a process.
 
-Knows `image inspect` (every image but example/absent:*), `run --detach` (starts this file as the engine: it writes
-rank<R>of2-fake.bin under the directory mounted at /root/.cache, tf-ds-rank/, and dsv41_token_map.json there, then
-rank 0 answers GET /v1/models with 200 on --port; FAKE_EXIT in the --env-file makes it print `error: <value>` and exit
-1), `container inspect`, `logs`, `stop`, `rm`. Every call is logged in $FAKE_DOCKER_STATE/calls.log.
+Knows `image inspect` (every image but example/absent:*), `run --detach` (reads --env-file as docker does, then starts
+this file as the engine, whose environment is that file's variables: it writes rank<R>of2-fake.bin in the directory
+TF_DS_RANK_CACHE names, and with TF_DS_ENGRAM dsv41_token_map.json in $HOME/.cache, each path inside the container
+mapped through the --volume mounts, then rank 0 answers GET /v1/models with 200 on --port; FAKE_EXIT makes it print
+`error: <value>` and exit 1), `container inspect`, `logs`, `stop`, `rm`. Every call is logged in
+$FAKE_DOCKER_STATE/calls.log, and the environment each container saw in $FAKE_DOCKER_STATE/<name>.environ.json.
 """
 
 from __future__ import annotations
@@ -22,25 +24,60 @@ import time
 STATE = pathlib.Path(os.environ.get("FAKE_DOCKER_STATE", "/tmp/fake-docker"))
 
 
-def engine(log, argv):
-    """The container's process: argv is `docker run`'s."""
+def env_file(path):
+    """The variables docker reads from an --env-file (docker/cli pkg/kvfile/kvfile.go
+    @3d41bbacb04b2fcfd4b4504323a46cc8da5b7681): a line's leading whitespace dropped, empty and '#' lines skipped, the
+    name up to the first '=' (empty or with whitespace: an error), the value verbatim to the line's end, quotes and
+    backslashes included; a name without '=' takes the caller's value, or is left out."""
     env = {}
-    env_file = argv[argv.index("--env-file") + 1]
-    for line in pathlib.Path(env_file).read_text().splitlines():
-        key, value = line.split("=", 1)
-        env[key] = value
+    # bufio.ScanLines: lines end at '\n', a '\r' before it dropped
+    for line in pathlib.Path(path).read_text(encoding="utf-8").split("\n"):
+        line = line.removesuffix("\r").lstrip()
+        if not line or line.startswith("#"):
+            continue
+        key, equals, value = line.partition("=")
+        if not key or any(c in key for c in " \t"):
+            raise ValueError(f"invalid env file ({path}): variable '{key}' contains whitespaces or is empty")
+        if equals:
+            env[key] = value
+        elif key in os.environ:
+            env[key] = os.environ[key]
+    return env
+
+
+def host_path(argv, inside):
+    """The host path of a path inside the container, through its --volume mounts (None when no mount holds it)."""
+    for i, value in enumerate(argv):
+        if argv[i - 1] != "--volume":
+            continue
+        src, dest = value.split(":")[:2]
+        if inside == dest or inside.startswith(dest.rstrip("/") + "/"):
+            return pathlib.Path(src + inside[len(dest.rstrip("/")):])
+    return None
+
+
+def engine(log, argv):
+    """The container's process: argv is `docker run`'s; its environment is what `run` read from the --env-file."""
+    name = argv[argv.index("--name") + 1]
+    env = json.loads((STATE / f"{name}.environ.json").read_text(encoding="utf-8"))
     with open(log, "a", encoding="utf-8") as out:
         if "FAKE_EXIT" in env:
             out.write(f"error: {env['FAKE_EXIT']}\n")
             sys.exit(1)
-        cache = next(v.split(":")[0] for i, v in enumerate(argv) if argv[i - 1] == "--volume"
-                     and v.split(":")[1] == "/root/.cache")
         rank = argv[argv.index("--rank") + 1]
-        ranks = pathlib.Path(cache) / "tf-ds-rank"
-        ranks.mkdir(parents=True, exist_ok=True)
-        (ranks / f"rank{rank}of2-fake.bin").write_bytes(b"\0" * 16)
-        (pathlib.Path(cache) / "dsv41_token_map.json").write_text("{}")
-        out.write(f"rank {rank}: inputs written\n")
+        # The deepseek-v41-tp2 engine's first start (build_inputs.sh @5e10970a): the rank cache where TF_DS_RANK_CACHE
+        # says, the token map in $HOME/.cache only with Engram tables (TF_DS_ENGRAM).
+        if "TF_DS_RANK_CACHE" in env:
+            ranks = host_path(argv, env["TF_DS_RANK_CACHE"])
+            ranks.mkdir(parents=True, exist_ok=True)
+            (ranks / f"rank{rank}of2-fake.bin").write_bytes(b"\0" * 16)
+        else:
+            out.write(f"rank {rank}: no TF_DS_RANK_CACHE, no rank cache written\n")
+        if "TF_DS_ENGRAM" in env:
+            host_path(argv, env["HOME"] + "/.cache/dsv41_token_map.json").write_text("{}")
+        else:
+            out.write(f"rank {rank}: WARNING: no Engram tables (TF_DS_ENGRAM)\n")
+        out.write(f"rank {rank}: first start done\n")
     if rank != "0":
         while True:
             time.sleep(1)
@@ -71,6 +108,13 @@ def main(argv):
         return 0
     if argv[:1] == ["run"]:
         name = argv[argv.index("--name") + 1]
+        # docker reads the file when it creates the container (root's HOME is /root)
+        try:
+            env = {"HOME": "/root", **env_file(argv[argv.index("--env-file") + 1])}
+        except (OSError, ValueError) as exc:
+            sys.stderr.write(f"docker: {exc}\n")
+            return 125
+        (STATE / f"{name}.environ.json").write_text(json.dumps(env, sort_keys=True), encoding="utf-8")
         log = STATE / f"{name}.log"
         proc = subprocess.Popen([sys.executable, __file__, "--engine", str(log), *argv],  # pylint: disable=consider-using-with
                                 start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -49,8 +49,10 @@ def node(tmp_path):
         "runtime": "docker", "image": "example/dsv41-tp2:test", "entrypoint": "tensorfold",
         "options": {"network": "host", "ipc": "host"},
         "mounts": [{"src": "{model_dir}", "dest": "/model", "mode": "ro"},
+                   {"src": "{engram_dir}", "dest": "/engram", "mode": "ro"},
                    {"src": "{inputs_dir}", "dest": "/root/.cache", "mode": "rw"}],
-        "env": {"TF_DS_RANK_CACHE": "/root/.cache/tf-ds-rank", "NCCL_IB_HCA": "{rdma_devices}"},
+        "env": {"TF_DS_RANK_CACHE": "/root/.cache/tf-ds-rank", "TF_DS_ENGRAM": "/engram",
+                "NCCL_IB_HCA": "{rdma_devices}", "NCCL_IB_GID_INDEX": "5"},
         "args": ["serve", "/model", "--tp", "2", "--rank", "{rank}", "--master", "{master}", "--port",
                  "{first_start_port}"],
         "port": port, "ready": {"path": "/v1/models", "status": 200}, "stop_timeout_s": 30,
@@ -108,6 +110,11 @@ def test_the_first_start_writes_the_inputs_and_is_stopped(node):
     assert ["stop", "--time", "30", "sparkfold-inputs-0"] in calls(node)
     assert ["rm", "sparkfold-inputs-0"] in calls(node)
     assert not (node / "inputs" / ".sparkfold-first-start.env").exists()
+    # the container saw every variable of the recipe's, each with its own value, as docker reads --env-file
+    # (one KEY=VALUE a line, nothing unquoted or unescaped); the lab's pair converge once saw one variable only
+    assert json.loads((node / "docker" / "sparkfold-inputs-0.environ.json").read_text()) == {
+        "HOME": "/root", "NCCL_IB_GID_INDEX": "5", "NCCL_IB_HCA": "rocep1s0f1,roceP2p1s0f1",
+        "TF_DS_ENGRAM": "/engram", "TF_DS_RANK_CACHE": "/root/.cache/tf-ds-rank"}
     assert [p.name for p in (node / "inputs" / "tf-ds-rank").iterdir()] == ["rank0of2-fake.bin"]
     assert (node / "inputs" / "dsv41_token_map.json").exists()
     stamp = json.loads((node / "inputs" / ".sparkfold-inputs.json").read_text())
@@ -146,3 +153,20 @@ def test_an_image_missing_on_the_node_is_refused_with_the_fix(node):
     out = converge(node, ok=False)
     assert "the image example/absent:1 is not on this node" in out
     assert [c for c in calls(node) if c[0] == "run"] == []
+
+
+@pytest.mark.parametrize(("value", "said"), [
+    ("/root/.cache/tf-ds-rank\nTF_DS_ENGRAM=/elsewhere", "TF_DS_RANK_CACHE holds a line break or NUL"),
+    ('"/root/.cache/tf-ds-rank"', "TF_DS_RANK_CACHE=\"/root/.cache/tf-ds-rank\" is quoted"),
+])
+def test_an_environment_a_runtime_reads_otherwise_is_refused_before_anything_runs(node, value, said):
+    variables = json.loads((node / "vars.json").read_text())
+    variables["recipe_spec"]["inputs"]["first_start"]["env"]["TF_DS_RANK_CACHE"] = value
+    (node / "vars.json").write_text(json.dumps(variables))
+    (node / "inputs").mkdir()
+    (node / "inputs" / "keep").write_text("x")
+    out = converge(node, ok=False)
+    assert "recipe 'tp2-test' inputs.first_start.env cannot be written as a container's --env-file" in out
+    assert said in out
+    assert calls(node) == []
+    assert [p.name for p in (node / "inputs").iterdir()] == ["keep"]

@@ -19,6 +19,7 @@ from ansible_collections.sparkfold.cluster.plugins.filter.recipe import (
     SGLANG_RING_ENV,
     FilterModule,
     _get,
+    container_env_file,
     container_run,
     optional_fields,
     recipe_check,
@@ -41,7 +42,8 @@ def load(path):
 
 
 def test_filters_are_registered():
-    assert set(FilterModule().filters()) == {'recipe_check', 'recipe_problems', 'recipe_render', 'container_run'}
+    assert set(FilterModule().filters()) == {'recipe_check', 'recipe_problems', 'recipe_render', 'container_run',
+                                            'container_env_file'}
 
 
 @pytest.mark.parametrize('path', RECIPES, ids=[p.stem for p in RECIPES])
@@ -318,6 +320,56 @@ def test_container_run_detached_keeps_the_container():
                            detach=True)
     assert podman[:6] == ['podman', 'run', '--detach', '--name', 'n', '--replace']
 
+
+
+def docker_env_file(text):
+    """The variables docker reads from an --env-file's text (docker/cli pkg/kvfile/kvfile.go @3d41bbac: lines at
+    '\\n', a '\\r' before it dropped, leading whitespace dropped, '#' and empty lines skipped, the value verbatim)."""
+    env = {}
+    for line in text.split('\n'):
+        line = line.removesuffix('\r').lstrip()
+        if line and not line.startswith('#'):
+            key, _sep, value = line.partition('=')
+            env[key] = value
+    return env
+
+
+def test_container_env_file_is_one_line_a_variable_read_back_as_given():
+    r = load(TP2)
+    env = recipe_render(r['inputs']['first_start']['env'], values())
+    text = container_env_file(env)
+    assert text.endswith('\n') and text.count('\n') == len(env) == 8
+    assert text.splitlines()[0] == 'NCCL_IB_GID_INDEX=5'
+    assert docker_env_file(text) == env
+    # spaces, '=', '#' and backslashes inside a value are the value's
+    odd = {'A': 'x y', 'B': 'k=v', 'C': 'a#b', 'D': 'C:\\n', 'E': ''}
+    assert docker_env_file(container_env_file(odd)) == odd
+
+
+@pytest.mark.parametrize(('env', 'said'), [
+    ({'TF_DS_RANK_CACHE': '/a\nTF_DS_ENGRAM=/b'}, 'TF_DS_RANK_CACHE holds a line break or NUL'),
+    ({'X': 'a\r'}, 'X holds a line break or NUL'),
+    ({'X': '"a b"'}, 'X="a b" is quoted: docker since kvfile @00155964 removes the quotes'),
+    ({'X': "'a'"}, "X='a' is quoted"),
+    ({'A B': '1'}, "the name 'A B' is not one a runtime reads"),
+    ({'A=B': '1'}, "the name 'A=B' is not one a runtime reads"),
+    ({'#A': '1'}, "the name '#A' is not one a runtime reads"),
+    ({'': '1'}, "the name '' is not one a runtime reads"),
+    ({'X': None}, 'X has no text value (NoneType)'),
+    ({'X': ['a']}, 'X has no text value (list)'),
+])
+def test_container_env_file_refuses_what_a_runtime_reads_otherwise(env, said):
+    with pytest.raises(AnsibleFilterError) as err:
+        container_env_file(dict(env, GOOD='1'), "recipe 'r' inputs.first_start.env")
+    assert str(err.value).startswith(
+        "recipe 'r' inputs.first_start.env cannot be written as a container's --env-file: ")
+    assert said in str(err.value) and 'GOOD' not in str(err.value)
+
+
+def test_container_env_file_keeps_a_lone_quote_and_takes_a_mapping_only():
+    assert container_env_file({'X': '"', 'Y': 'it\'s'}) == 'X="\nY=it\'s\n'
+    with pytest.raises(AnsibleFilterError, match='must be a mapping of variables, got list'):
+        container_env_file(['A=1'])
 
 def test_window_and_round_rows_are_checked():
     r = load(TP4)
