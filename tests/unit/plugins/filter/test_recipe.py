@@ -42,8 +42,8 @@ def load(path):
 
 
 def test_filters_are_registered():
-    assert set(FilterModule().filters()) == {'recipe_check', 'recipe_problems', 'recipe_render', 'container_run',
-                                            'container_env_file'}
+    assert set(FilterModule().filters()) == {
+        'recipe_check', 'recipe_problems', 'recipe_render', 'container_run', 'container_env_file'}
 
 
 @pytest.mark.parametrize('path', RECIPES, ids=[p.stem for p in RECIPES])
@@ -321,7 +321,6 @@ def test_container_run_detached_keeps_the_container():
     assert podman[:6] == ['podman', 'run', '--detach', '--name', 'n', '--replace']
 
 
-
 def docker_env_file(text):
     """The variables docker reads from an --env-file's text (docker/cli pkg/kvfile/kvfile.go @3d41bbac: lines at
     '\\n', a '\\r' before it dropped, leading whitespace dropped, '#' and empty lines skipped, the value verbatim)."""
@@ -370,6 +369,7 @@ def test_container_env_file_keeps_a_lone_quote_and_takes_a_mapping_only():
     assert container_env_file({'X': '"', 'Y': 'it\'s'}) == 'X="\nY=it\'s\n'
     with pytest.raises(AnsibleFilterError, match='must be a mapping of variables, got list'):
         container_env_file(['A=1'])
+
 
 def test_window_and_round_rows_are_checked():
     r = load(TP4)
