@@ -15,6 +15,7 @@
 //!   OUT/bin/tf-dsv41-rank-cache        a rank's weight file (TF_DS_RANK_CACHE)
 //!   OUT/libexec/dsv41-inputs/node_inputs.sh, make_token_map.py   a node's inputs (the lab's own
 //!       versions of tools/dsv41-zig/inputs/), so a deployment can run them without the source tree
+//!   (the last two lines not with the lab's -Dinput-tools=false: the TP2 pin's tree has neither)
 //! -Dnvcc, -Dsm and -Dfatbins are declared and recorded in the build-info string that the
 //! binaries print with --version; nothing here uses CUDA. -Dcpu is zig's own CPU option
 //! (from standardTargetOptions); -Dstrip strips the binaries.
@@ -54,6 +55,12 @@ pub fn build(b: *std.Build) void {
     if (!std.mem.eql(u8, family, "tp2") and !std.mem.eql(u8, family, "tp4"))
         std.debug.panic("lab engine: -Dfamily is tp2 or tp4, got '{s}'", .{family});
 
+    // The lab's own option too: whether the tree is the TP4 branch's with its input tools (tf-dsv41-rank-cache and
+    // tools/dsv41-zig/inputs/, bertholomus/TensorFold @59402086), or the TP2 pin's (5e10970a), which has neither:
+    // `scripts/lab up` publishes that tree without tools/dsv41-zig/inputs/, and its build passes -Dinput-tools=false
+    // (without it the install fails on the missing files, as a copy of them fails at the real pin).
+    const input_tools = b.option(bool, "input-tools", "Install tf-dsv41-rank-cache and tools/dsv41-zig/inputs/ (lab only; the TP2 pin has neither)") orelse true;
+
     const triple = target.query.zigTriple(b.allocator) catch @panic("OOM");
     const build_info = b.fmt(
         "target={s} cpu={s} optimize={s} nvcc={s} sm={d} fatbins={s} strip={} zig={s} family={s}",
@@ -74,6 +81,7 @@ pub fn build(b: *std.Build) void {
         .{ .name = "tf-dsv41-rank-cache", .root = "src/tf_dsv41_rank_cache.zig", .dir = null },
     };
     for (binaries) |bin| {
+        if (!input_tools and std.mem.eql(u8, bin.name, "tf-dsv41-rank-cache")) continue;
         const exe = b.addExecutable(.{
             .name = bin.name,
             .root_module = b.createModule(.{
@@ -91,6 +99,7 @@ pub fn build(b: *std.Build) void {
         b.getInstallStep().dependOn(&install.step);
     }
     for ([_][]const u8{ "node_inputs.sh", "make_token_map.py" }) |tool| {
+        if (!input_tools) break;
         const install = b.addInstallFileWithDir(b.path(b.fmt("tools/dsv41-zig/inputs/{s}", .{tool})), .{ .custom = "libexec/dsv41-inputs" }, tool);
         native_step.dependOn(&install.step);
         b.getInstallStep().dependOn(&install.step);

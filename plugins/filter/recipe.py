@@ -99,6 +99,7 @@ PLACEHOLDERS = {
     'mtp_drafts': 'serve.mtp_drafts (DSpark drafts a round, TensorFold Python engine)',
     'max_total_tokens': 'serve.max_total_tokens (the pinned KV pool, tokens: SGLang)',
     'node_address': "this node's management address (ansible_host unless sparkfold_management_address)",
+    'first_start_port': "inputs.first_start.port (rank 0's HTTP port while the engine's first start writes the inputs)",
     'bootstrap_interface': "the interface of this node's management address (a ring's NCCL/Gloo bootstrap)",
     'nccl_library': 'the NCCL library the fabric role checked on this node (fabric_nccl_library)',
 }
@@ -284,6 +285,14 @@ def recipe_problems(recipe):
             if program not in recipe['engine']['programs']:
                 problems.append(f"launch.{rank}.program '{program}' is not one of engine.programs "
                                 f"({', '.join(sorted(recipe['engine']['programs']))})")
+        inputs = recipe['inputs']
+        tool = [key for key in ('script', 'args', 'env') if key in inputs]
+        if 'first_start' in inputs and tool:
+            problems.append(f"inputs has first_start and {', '.join(tool)}: the inputs are made either by a tool "
+                            '(script, args, env) or by the engine\'s first start, not both')
+        elif 'first_start' not in inputs and len(tool) != 3:
+            problems.append('inputs needs script, args and env (the tool that makes them) or first_start (the engine '
+                            'writes them on its first start)')
         if recipe['serve']['parallel'] > recipe['serve']['streams']:
             problems.append(f"serve.parallel {recipe['serve']['parallel']} is more than serve.streams "
                             f"{recipe['serve']['streams']}: this engine serves TF_DS_STREAMS streams at once")
@@ -626,13 +635,14 @@ def recipe_render(template, values):
     return out
 
 
-def container_run(container, name, image, env_file, argv, lab_extra=None, values=None):
+def container_run(container, name, image, env_file, argv, lab_extra=None, values=None, detach=False):
     """The `podman run` (or `docker run`) command line of one rank, from the recipe's container section.
 
     container: the recipe's container mapping, its mounts already rendered; name: the container's name;
     image: the image reference to run (pinned); env_file: the 0600 file with the rank's environment and
     secrets (never on the command line); argv: the entry point's arguments; lab_extra: more options;
-    values: the launch placeholders' values, to fill in the mounts' sources ({model_dir}, ...).
+    values: the launch placeholders' values, to fill in the mounts' sources ({model_dir}, ...); detach: run it in the
+    background and keep it when it stops (its logs say why), instead of removing it (the engine's first start).
     """
     if not isinstance(container, dict) or not isinstance(argv, list):
         raise AnsibleFilterError('container_run: expected the recipe container mapping and a list of arguments')
@@ -641,7 +651,7 @@ def container_run(container, name, image, env_file, argv, lab_extra=None, values
     if runtime not in runtimes:
         raise AnsibleFilterError(f"container_run: runtime must be one of {', '.join(runtimes)}, got '{runtime}'")
     opts = container.get('options') or {}
-    cmd = [runtime, 'run', '--rm', '--name', to_text(name)]
+    cmd = [runtime, 'run', '--detach' if detach else '--rm', '--name', to_text(name)]
     if runtime == 'podman':
         # A container of the same name left by a killed run is replaced, not an error.
         cmd.append('--replace')
@@ -675,7 +685,45 @@ def container_run(container, name, image, env_file, argv, lab_extra=None, values
     return cmd + [to_text(a) for a in argv]
 
 
+# The --env-file format both runtimes read: one KEY=VALUE a line, the line's leading whitespace dropped, a line that
+# starts with '#' or is empty skipped, the key cut at the first '=' and refused when empty or holding whitespace,
+# the value taken verbatim up to the line's end (bufio.Scanner: a '\r' before the '\n' dropped). Sources:
+# docker/cli pkg/kvfile/kvfile.go @3d41bbacb04b2fcfd4b4504323a46cc8da5b7681 ("quotes are considered part of the key
+# or value"; "neither key, nor value, can contain newlines"), and @00155964f781d6b8a93f8dd42c979bc649d2456f, whose
+# trimQuotes removes quotes around a value "if the value starts and ends with the same quote character";
+# containers/podman pkg/env/env.go @238d08fafdf4ccd7b70c8cbbaaafe070f58ef74a ParseFile/parseEnv (no quote removal).
+_ENV_QUOTES = ('"', "'")
+
+
+def container_env_file(env, what='the environment'):
+    """The text of a container runtime's --env-file holding env (a mapping), one sorted KEY=VALUE line a variable,
+    read alike by podman and every docker; fails naming each variable that cannot be written so."""
+    if not isinstance(env, dict):
+        raise AnsibleFilterError(f'container_env_file: {what} must be a mapping of variables, got {type(env).__name__}')
+    problems = []
+    lines = []
+    for key, value in sorted((to_text(k), v) for k, v in env.items()):
+        if value is None or isinstance(value, (dict, list, tuple)):
+            problems.append(f"{key or '(empty name)'} has no text value ({type(value).__name__})")
+            continue
+        value = to_text(value)
+        if not key or key.startswith('#') or any(c in key for c in '= \t\r\n\0'):
+            problems.append(f"the name {key!r} is not one a runtime reads (no '=', whitespace or NUL, "
+                            f"not empty, not starting with '#')")
+        if any(c in value for c in '\r\n\0'):
+            problems.append(f'{key} holds a line break or NUL ({value!r}): an --env-file line ends there, '
+                            f'so the container would see another value and other variables')
+        elif len(value) > 1 and value[0] == value[-1] and value[0] in _ENV_QUOTES:
+            problems.append(f'{key}={value} is quoted: docker since kvfile @00155964 removes the quotes, older '
+                            f'docker and podman keep them, so the container would see one or the other; '
+                            f'write the value without its quotes')
+        lines.append(f'{key}={value}\n')
+    if problems:
+        raise AnsibleFilterError(f"{what} cannot be written as a container's --env-file: {'; '.join(problems)}")
+    return ''.join(lines)
+
+
 class FilterModule:
     def filters(self):
         return {'recipe_check': recipe_check, 'recipe_problems': recipe_problems, 'recipe_render': recipe_render,
-                'container_run': container_run}
+                'container_run': container_run, 'container_env_file': container_env_file}

@@ -19,6 +19,7 @@ from ansible_collections.sparkfold.cluster.plugins.filter.recipe import (
     SGLANG_RING_ENV,
     FilterModule,
     _get,
+    container_env_file,
     container_run,
     optional_fields,
     recipe_check,
@@ -41,7 +42,8 @@ def load(path):
 
 
 def test_filters_are_registered():
-    assert set(FilterModule().filters()) == {'recipe_check', 'recipe_problems', 'recipe_render', 'container_run'}
+    assert set(FilterModule().filters()) == {
+        'recipe_check', 'recipe_problems', 'recipe_render', 'container_run', 'container_env_file'}
 
 
 @pytest.mark.parametrize('path', RECIPES, ids=[p.stem for p in RECIPES])
@@ -232,6 +234,141 @@ def test_tp4_recipe_renders_the_launch_of_its_serve_script():
     assert r['engine']['commit'] == '59402086381a42c74d53053443224eec2790b4c5'
     assert recipe_render(r['inputs']['args'], tp4_values(2)) == ['/model', '<inputs_dir>', '2']
     assert recipe_render(r['kit']['verify'], tp4_values(0)) == ['verify_kit.sh', '/model']
+
+
+# bertholomus/TensorFold tools/dsv41-zig/build_inputs.sh @5e10970a1e2372313589641587bd6da85f070f05, TP2's inputs: the
+# deepseek-v41-tp2 engine's first start, as it runs rank 1 (NAME is the roles' own container name; PORT its default).
+TP2_FIRST_START = (
+    'docker run -d --name $NAME --gpus all --network host --ipc host --ulimit memlock=-1 --ulimit stack=67108864 '
+    '--cap-add IPC_LOCK --device /dev/infiniband -v $MODEL:/model:ro -v $ENGRAM:/engram:ro -v $CACHE:/root/.cache '
+    '-e TF_DS_REPLAY=1 -e TF_DS_PREFILL_CHUNK=2048 -e TF_DS_RANK_CACHE=/root/.cache/tf-ds-rank '
+    '-e TF_DS_RANK_CACHE_READERS=32 -e TF_DS_ENGRAM=/engram -e NCCL_IB_HCA=$HCA -e NCCL_IB_GID_INDEX=5 '
+    '-e NCCL_SOCKET_IFNAME=$IFACE $IMAGE tensorfold serve /model --tp 2 --rank 1 --master $HEAD --host 127.0.0.1 '
+    '--port 18891 --context 1048576 --vision --parallel 4 --mtp-drafts 5')
+
+
+def docker_run_parts(argv, env=None):
+    """A `docker run` line as what it runs: its options, mounts (docker's default mode rw), environment, image and
+    command (the entry point first)."""
+    opts, mounts, environment, command = set(), set(), dict(env or {}), []
+    rest = list(argv[2:])
+    while rest and rest[0].startswith('-'):
+        flag = rest.pop(0)
+        if flag in ('-d', '--detach'):
+            opts.add(('--detach',))
+        elif flag in ('-v', '--volume'):
+            parts = rest.pop(0).split(':')
+            mounts.add(tuple(parts) if len(parts) == 3 else (*parts, 'rw'))
+        elif flag == '-e':
+            key, value = rest.pop(0).split('=', 1)
+            environment[key] = value
+        elif flag == '--entrypoint':
+            command.append(rest.pop(0))
+        elif flag in ('--name', '--env-file'):
+            rest.pop(0)
+        else:
+            opts.add((flag, rest.pop(0)))
+    image = rest.pop(0)
+    return {'runtime': argv[0], 'options': opts, 'mounts': mounts, 'env': environment, 'image': image,
+            'command': command + rest}
+
+
+def test_tp2_first_start_is_the_line_of_build_inputs_sh():
+    """TP2's inputs are made as its pin makes them: the first start of build_inputs.sh, word for word."""
+    r = load(TP2)
+    first = r['inputs']['first_start']
+    filled = values(model_dir='$MODEL', engram_dir='$ENGRAM', inputs_dir='$CACHE', rdma_devices='$HCA',
+                    fabric_interface='$IFACE', master='$HEAD', rank=1, first_start_port=first['port'])
+    env = recipe_render(first['env'], filled)
+    argv = container_run(first, 'sparkfold-inputs-1', '$IMAGE', '/e', recipe_render(first['args'], filled),
+                         values=filled, detach=True)
+    assert docker_run_parts(argv, env) == docker_run_parts(TP2_FIRST_START.split())
+    # build_inputs.sh: rank 0 `until ... /v1/models = 200`, `PORT=${PORT:-18891}`, `docker stop -t 30`
+    assert first['ready'] == {'path': '/v1/models', 'status': 200}
+    assert first['port'] == 18891 and first['stop_timeout_s'] == 30
+    # "CACHE/tf-ds-rank/ ... -> TF_DS_RANK_CACHE / CACHE_DIR", "CACHE/dsv41_token_map.json ... -> TF_DS_TOKEN_MAP"
+    assert r['inputs']['rank_cache_subdir'] == 'tf-ds-rank' and r['inputs']['token_map'] == 'dsv41_token_map.json'
+    assert recipe_check(r)['inputs']['first_start']['image'] == ''  # published nowhere: the role refuses it empty
+
+
+def test_tp2_recipe_uses_nothing_its_pinned_tree_lacks():
+    """At 5e10970a the engine branch has no tools/dsv41-zig/inputs/ and no tf-dsv41-rank-cache (both only at the TP4
+    branch's 59402086): the TP2 recipe copies no tree file and needs no rank-cache program or input tool."""
+    r = load(TP2)
+    assert r['engine']['commit'] == '5e10970a1e2372313589641587bd6da85f070f05'
+    assert recipe_check(r)['engine']['tree_files'] == []
+    assert sorted(r['engine']['programs']) == ['follower', 'server']
+    assert not {'script', 'args', 'env', 'python_packages'} & set(r['inputs'])
+
+
+def test_inputs_are_made_by_a_tool_or_by_the_first_start():
+    r = load(TP2)
+    r['inputs'].update(script='libexec/x.sh', args=[], env={})
+    assert recipe_problems(r) == ["inputs has first_start and script, args, env: the inputs are made either by a tool "
+                                  "(script, args, env) or by the engine's first start, not both"]
+    r = load(TP2)
+    del r['inputs']['first_start']
+    assert recipe_problems(r) == ['inputs needs script, args and env (the tool that makes them) or first_start (the '
+                                  'engine writes them on its first start)']
+
+
+def test_container_run_detached_keeps_the_container():
+    r = load(TP2)
+    cmd = container_run(r['inputs']['first_start'], 'n', 'i', '/e', ['serve'], values=values(), detach=True)
+    assert cmd[:4] == ['docker', 'run', '--detach', '--name'] and '--rm' not in cmd
+    podman = container_run(dict(r['inputs']['first_start'], runtime='podman'), 'n', 'i', '/e', [], values=values(),
+                           detach=True)
+    assert podman[:6] == ['podman', 'run', '--detach', '--name', 'n', '--replace']
+
+
+def docker_env_file(text):
+    """The variables docker reads from an --env-file's text (docker/cli pkg/kvfile/kvfile.go @3d41bbac: lines at
+    '\\n', a '\\r' before it dropped, leading whitespace dropped, '#' and empty lines skipped, the value verbatim)."""
+    env = {}
+    for line in text.split('\n'):
+        line = line.removesuffix('\r').lstrip()
+        if line and not line.startswith('#'):
+            key, _sep, value = line.partition('=')
+            env[key] = value
+    return env
+
+
+def test_container_env_file_is_one_line_a_variable_read_back_as_given():
+    r = load(TP2)
+    env = recipe_render(r['inputs']['first_start']['env'], values())
+    text = container_env_file(env)
+    assert text.endswith('\n') and text.count('\n') == len(env) == 8
+    assert text.splitlines()[0] == 'NCCL_IB_GID_INDEX=5'
+    assert docker_env_file(text) == env
+    # spaces, '=', '#' and backslashes inside a value are the value's
+    odd = {'A': 'x y', 'B': 'k=v', 'C': 'a#b', 'D': 'C:\\n', 'E': ''}
+    assert docker_env_file(container_env_file(odd)) == odd
+
+
+@pytest.mark.parametrize(('env', 'said'), [
+    ({'TF_DS_RANK_CACHE': '/a\nTF_DS_ENGRAM=/b'}, 'TF_DS_RANK_CACHE holds a line break or NUL'),
+    ({'X': 'a\r'}, 'X holds a line break or NUL'),
+    ({'X': '"a b"'}, 'X="a b" is quoted: docker since kvfile @00155964 removes the quotes'),
+    ({'X': "'a'"}, "X='a' is quoted"),
+    ({'A B': '1'}, "the name 'A B' is not one a runtime reads"),
+    ({'A=B': '1'}, "the name 'A=B' is not one a runtime reads"),
+    ({'#A': '1'}, "the name '#A' is not one a runtime reads"),
+    ({'': '1'}, "the name '' is not one a runtime reads"),
+    ({'X': None}, 'X has no text value (NoneType)'),
+    ({'X': ['a']}, 'X has no text value (list)'),
+])
+def test_container_env_file_refuses_what_a_runtime_reads_otherwise(env, said):
+    with pytest.raises(AnsibleFilterError) as err:
+        container_env_file(dict(env, GOOD='1'), "recipe 'r' inputs.first_start.env")
+    assert str(err.value).startswith(
+        "recipe 'r' inputs.first_start.env cannot be written as a container's --env-file: ")
+    assert said in str(err.value) and 'GOOD' not in str(err.value)
+
+
+def test_container_env_file_keeps_a_lone_quote_and_takes_a_mapping_only():
+    assert container_env_file({'X': '"', 'Y': 'it\'s'}) == 'X="\nY=it\'s\n'
+    with pytest.raises(AnsibleFilterError, match='must be a mapping of variables, got list'):
+        container_env_file(['A=1'])
 
 
 def test_window_and_round_rows_are_checked():
@@ -624,7 +761,7 @@ def test_every_shipped_recipe_validates_and_names_the_schema_for_editors(path):
     (lambda r: r['serve'].update(contex=524288), 'serve.contex is not a recipe field: did you mean serve.context?'),
     (lambda r: r['launch']['rank0'].update(argv=[]),
      'launch.rank0.argv is not a recipe field: did you mean launch.rank0.args?'),
-    (lambda r: r['engine']['tree_files'][0].update(mod='0755'),
+    (lambda r: r['engine'].update(tree_files=[{'src': 'tools/x.sh', 'dest': 'libexec/x.sh', 'mod': '0755'}]),
      'engine.tree_files[0].mod is not a recipe field: did you mean engine.tree_files[0].mode?'),
     (lambda r: r['weights']['tokenizer'].update(zzz=1),
      'weights.tokenizer.zzz is not a recipe field: the fields of weights.tokenizer are repo_id, revision'),
