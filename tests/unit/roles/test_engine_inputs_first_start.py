@@ -170,3 +170,29 @@ def test_an_environment_a_runtime_reads_otherwise_is_refused_before_anything_run
     assert said in out
     assert calls(node) == []
     assert [p.name for p in (node / "inputs").iterdir()] == ["keep"]
+
+
+@pytest.mark.parametrize("missing", ["context", "containerfile"])
+def test_a_build_missing_on_the_controller_is_refused_before_anything_runs(node, missing):
+    """A fresh machine's `make demo` stopped at copy's "Could not find or access '.../tfpy-image/'" halfway through
+    the first start (scripts/lab up had not staged the stand-in image): refused first now, naming what is missing."""
+    context = node / "image"
+    context.mkdir()
+    (context / "Containerfile").write_text("FROM scratch\n")
+    if missing == "context":
+        context = node / "unstaged"
+    else:
+        (context / "Containerfile").unlink()
+    variables = json.loads((node / "vars.json").read_text())
+    variables["recipe_spec"]["inputs"]["first_start"]["image"] = "example/absent:1"
+    variables["recipe_spec"]["inputs"]["first_start"]["build"] = {"containerfile": str(context / "Containerfile"),
+                                                                "context": str(context)}
+    (node / "vars.json").write_text(json.dumps(variables))
+    out = converge(node, ok=False)
+    containerfile = context / "Containerfile"
+    gone = f"{containerfile} and {context} are" if missing == "context" else f"{containerfile} is"
+    assert (f"The recipe builds the image of its first start from {context / 'Containerfile'} in the build context "
+            f"{context}, on the controller: {gone} not there.") in out, out[-3000:]
+    assert "scripts/lab stage-tfpy" in out
+    assert calls(node) == []
+    assert not (node / "inputs").exists()
