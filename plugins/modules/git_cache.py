@@ -197,8 +197,9 @@ class GitCache:
                 if line.count("\0") == 3]
 
     def remote_tips(self, created):
-        """{sha: short ref name} of the branches and tags of the repository (tags peeled), by git ls-remote."""
-        rc, out, err = self.run("ls-remote", "--heads", "--tags", self.repo)
+        """{sha: short ref name} of the branches and tags of the repository (tags peeled), by git ls-remote (it lists
+        every ref; those outside refs/heads and refs/tags are left out)."""
+        rc, out, err = self.run("ls-remote", self.repo)
         if rc != 0:
             self.fail_unreachable(created, err, checked=False)
         tips = {}
@@ -232,8 +233,8 @@ def not_upstream(module, cache, commit, created):
     module.fail_json(
         msg=f"commit {commit} is not upstream in {cache.repo}{held}: after a pruning fetch it is on no branch or tag "
         "there, and the server does not serve it by sha. It was probably force-pushed or squashed away (or never "
-        "pushed). Nothing was built from it. Pin a commit that is on a branch or tag of "
-        f"{cache.repo} now (the recipe's engine commit); the newest there: {newest or 'none'}.",
+        f"pushed). Nothing was built from it. Pin a commit that is on a branch or tag of {cache.repo} now; the "
+        f"newest there: {newest or 'none'}.",
         path=cache.path, created=created, changed=created, refs=refs)
 
 
