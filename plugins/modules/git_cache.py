@@ -14,10 +14,10 @@ version_added: "0.2.0"
 description:
   - Makes O(path) a bare git repository when it is not one yet (the only change this module reports), then fetches
     every branch and tag of O(repo) into it with C(--prune --force), on every run, so the cache follows upstream.
-  - The pinned O(commit) must be upstream now, not only in the cache (a bare cache keeps the objects of commits that
+  - "The pinned O(commit) must be upstream now, not only in the cache (a bare cache keeps the objects of commits that
     were force-pushed or squashed away): it must be on a branch or tag of O(repo) after that fetch, or the server must
     serve it by sha to an empty repository (a commit on no branch or tag, such as a pull request's head). Then it is
-    kept in the cache under C(refs/sparkfold/pinned), out of reach of C(git gc).
+    kept in the cache under C(refs/sparkfold/pinned), out of reach of C(git gc)."
   - Otherwise the task fails, naming the commit, the repository and the newest branches and tags there now (also as
     data, RV(refs)), before anything is built from it. A repository that cannot be fetched fails with git's message.
   - M(ansible.builtin.git) with O(ansible.builtin.git#module:bare=true) does not do this - it fetches without
@@ -54,7 +54,7 @@ attributes:
     platforms: posix
 notes:
   - C(changed) is true only when the cache is made (in check mode, would be). Fetching into an existing cache and
-    moving C(refs/sparkfold/pinned) to the pin are not changes: the cache follows upstream on every run.
+    moving C(refs/sparkfold/pinned) to the pin are not changes, since the cache follows upstream on every run.
   - Git never prompts for credentials here (C(GIT_TERMINAL_PROMPT=0)); a repository that needs them fails instead.
 seealso:
   - module: ansible.builtin.git
@@ -64,11 +64,12 @@ seealso:
 """
 
 EXAMPLES = r"""
+# The dsv41-flash-tp2-zig recipe's engine pin (roles/recipe/recipes/dsv41-flash-tp2-zig.yml).
 - name: Fetch the engine repository and check that the pinned commit is upstream
   sparkfold.cluster.git_cache:
     path: /opt/sparkfold/src/engine
     repo: https://github.com/bertholomus/TensorFold.git
-    commit: fbbc9718a5d0a2e4c3b6f1e7d8c9a0b1c2d3e4f5
+    commit: 5e10970a1e2372313589641587bd6da85f070f05
   register: engine_source
 """
 
