@@ -1,7 +1,7 @@
 # Copyright: (c) 2026, sparkfold developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""sparkfold.cluster.engine: a build of a pinned commit and a recipe patch, made current; the directories, the
-patch, the fetch helper and the links declared by modules that decide what changed.
+"""sparkfold.cluster.engine: a build of a pinned commit and a recipe patch, made current; the source cache, the
+directories, the patch and the links declared by modules that decide what changed.
 
 Runs the role's tasks against this machine, every path under the test's directory: the engine's repository is a
 local git repository, zig a stand-in that answers `version` and whose `build` installs the program the recipe
@@ -73,8 +73,8 @@ def _setup(tmp_path):
         "engine_zig": str(zig), "engine_src_dir": f"{node}/src/engine", "engine_patch_dir": f"{node}/patches",
         "engine_worktree_dir": f"{node}/build", "engine_zig_cache_dir": f"{node}/zig",
         "engine_prefix_root": f"{node}/engine", "engine_build_poll_s": 1,
-        "engine_fetch_helper": f"{node}/libexec/engine-fetch",
-        "engine_dirs": [f"{node}/patches", f"{node}/libexec", f"{node}/src", f"{node}/engine"],
+        "engine_retired_files": [f"{node}/libexec/engine-fetch"],
+        "engine_dirs": [f"{node}/patches", f"{node}/src", f"{node}/engine"],
     }
 
 
@@ -89,6 +89,8 @@ def _run(tmp_path, given, args=()):
 
 _task = functools.partial(task_result, role="engine")
 _changed = changed_count
+FETCH = "Fetch the engine repository and check that the pinned commit is upstream"
+RETIRE = "Remove the files earlier releases put on the node that nothing uses any more"
 
 
 def test_a_build_is_made_current_then_left_alone_and_a_drift_repaired(tmp_path):
@@ -100,6 +102,7 @@ def test_a_build_is_made_current_then_left_alone_and_a_drift_repaired(tmp_path):
     assert "is not installed: it would be built into" in proc.stdout and not (tmp_path / "node").exists()
     proc = _run(tmp_path, given)
     assert proc.returncode == 0, proc.stdout[-4000:]
+    assert _task(proc.stdout, FETCH) == "changed", proc.stdout[-3000:]
     build = (root / "current").resolve()
     assert (build / "bin" / "tf-dsv41-lanes").is_file() and (build / "sparkfold-stamp.json").is_file()
     # converged: nothing to build, every module finds what it would write
@@ -109,22 +112,26 @@ def test_a_build_is_made_current_then_left_alone_and_a_drift_repaired(tmp_path):
         assert _task(proc.stdout, "Build the engine (zig build install)") == "left out", proc.stdout[-3000:]
         for name in ("Copy the patches to the node", "Make this build current"):
             assert _task(proc.stdout, name) == "ok", (name, proc.stdout[-3000:])
+        # the source is fetched on every real run, and that is no change
+        if not args:
+            assert _task(proc.stdout, FETCH) == "ok", proc.stdout[-3000:]
         assert _changed(proc) == 0, proc.stdout[-3000:]
-    # a drift: the link gone, the patch's mode, the helper's content
+    # a drift: the link gone, the patch's mode, the fetch helper an earlier release installed
     (root / "current").unlink()
     patch = next((tmp_path / "node" / "patches").iterdir())
     patch.chmod(0o600)
     helper = tmp_path / "node" / "libexec" / "engine-fetch"
+    helper.parent.mkdir()
     helper.write_text("#!/bin/sh\nexit 0\n")
     proc = _run(tmp_path, given, ["--check", "--diff"])
-    assert _changed(proc) == 3 and not (root / "current").exists(), proc.stdout[-3000:]
+    assert _changed(proc) == 3 and not (root / "current").exists() and helper.exists(), proc.stdout[-3000:]
     proc = _run(tmp_path, given)
     assert proc.returncode == 0, proc.stdout[-4000:]
-    for name in ("Copy the patches to the node", "Make this build current", "Install the fetch helper"):
+    for name in ("Copy the patches to the node", "Make this build current", RETIRE):
         assert _task(proc.stdout, name) == "changed", (name, proc.stdout[-3000:])
     assert _task(proc.stdout, "Build the engine (zig build install)") == "left out"
     assert (root / "current").resolve() == build
-    assert patch.stat().st_mode & 0o777 == 0o644 and "Fetch the engine repository" in helper.read_text()
+    assert patch.stat().st_mode & 0o777 == 0o644 and not helper.exists()
 
 
 def test_a_zig_that_does_not_run_is_named(tmp_path):
@@ -169,3 +176,21 @@ def test_a_patch_in_the_commit_is_skipped_and_one_that_does_not_apply_named_with
             "error: src/gone.zig: No such file or directory") in proc.stdout, proc.stdout[-3000:]
     # the build that failed is not made current
     assert (tmp_path / "node" / "engine" / "current").resolve() == current
+
+
+def test_a_pin_force_pushed_away_upstream_stops_the_run_naming_the_commit_and_the_repository(tmp_path):
+    given = _setup(tmp_path)
+    upstream = given["engine_repo_url"]
+    proc = _run(tmp_path, given)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    # upstream rewrites main and its server forgets the old commit; the node's cache still holds it
+    (tmp_path / "upstream" / "README.md").write_text("engine, rewritten\n")
+    _git("commit", "-q", "--amend", "-am", "engine, rewritten", cwd=upstream)
+    _git("reflog", "expire", "--expire=now", "--all", cwd=upstream)
+    _git("gc", "--quiet", "--prune=now", cwd=upstream)
+    proc = _run(tmp_path, given)
+    assert proc.returncode != 0
+    assert _task(proc.stdout, FETCH) == "fatal", proc.stdout[-3000:]
+    assert (f"commit {given['engine_commit']} is not upstream in {upstream} (the cache still holds it from an "
+            "earlier fetch)") in proc.stdout, proc.stdout[-3000:]
+    assert f"the newest there: main {_git('rev-parse', 'HEAD', cwd=upstream)} (" in proc.stdout
