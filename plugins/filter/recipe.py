@@ -49,10 +49,15 @@ SGLANG_NO_LOADER_ENV = ('LD_LIBRARY_PATH', 'LD_PRELOAD')
 # DeepSeek-v4.1-Flash-EXL3-2x-DGX-Sparks .env.example @1add6687: "Keep MNBT - THRESHOLD >= 256"; @cefd594b: "1280 =
 # 1536 - 256 at the shipped chunk"): a threshold at or over --max-num-batched-tokens caps nothing.
 VLLM_PREFILL_SHARE = 256
-# TensorFold's Python engine (sfxnz run.sh @13a26f7: MAX_MTP_DRAFTS=5, "DSpark drafts at most 5 tokens a round").
+# TensorFold's Python engine (sfxnz/DeepSeek-V4.1-Flash-EXL3-TensorFold-2x-DGX-Spark run.sh @38a06077: MAX_MTP_DRAFTS=5,
+# "DSpark drafts at most 5 tokens a round").
 TFPY_MAX_MTP_DRAFTS = 5
-# sfxnz run.sh @13a26f7: `tensorfold serve` flags rank 0 alone passes (rank 1 has no HTTP port); every other flag
-# must be the same on both ranks (the engine refuses a rank 1 started with other serve flags).
+# The deepseek_v41 family's lanes (run.sh @38a06077: "PARALLEL=... must be 1, 2, 3 or 4: the family decodes at most 4
+# requests together (MAX_LANES)"; README @38a06077: "`--parallel` takes 1 to 4"; sfxnz/TensorFold
+# src/tensorfold/families/deepseek_v41/cuda/lanes.py @2258b00d: `if not 0 < slots <= MAX_LANES: raise ValueError`).
+TFPY_MAX_LANES = 4
+# run.sh @38a06077 serve_args: `tensorfold serve` flags rank 0 alone passes (rank 1 has no HTTP port); every other
+# flag must be the same on both ranks (the engine refuses a rank 1 started with other serve flags).
 TFPY_RANK0_ONLY = ('--host', '--port', '--max-tokens')
 _SHA_RE = re.compile(r'^[0-9a-f]{40}$')
 _PLACEHOLDER_RE = re.compile(r'\{([a-z_0-9]+)\}')
@@ -438,7 +443,7 @@ def _without(args, flags):
 
 
 def _tfpy_problems(recipe):
-    """TensorFold's Python engine in containers (flavour tfpy-container), as sfxnz run.sh @13a26f7 starts it."""
+    """TensorFold's Python engine in containers (flavour tfpy-container), as sfxnz run.sh @38a06077 starts it."""
     problems = []
     if recipe['world'] != 2:
         problems.append(f"world must be 2 for TensorFold's Python engine (its --tp takes 1 or 2: one rank a Spark), "
@@ -450,6 +455,11 @@ def _tfpy_problems(recipe):
     if not 0 <= drafts <= TFPY_MAX_MTP_DRAFTS:
         problems.append(f'serve.mtp_drafts must be 0 to {TFPY_MAX_MTP_DRAFTS}, got {drafts}: DSpark drafts at most '
                         f'{TFPY_MAX_MTP_DRAFTS} tokens a round and the engine refuses more')
+    parallel = recipe['serve']['parallel']
+    if parallel > TFPY_MAX_LANES:
+        problems.append(f'serve.parallel must be 1 to {TFPY_MAX_LANES}, got {parallel}: the deepseek_v41 family '
+                        f'decodes at most {TFPY_MAX_LANES} requests together and refuses more lanes at start; more '
+                        'requests queue for a free lane')
     memory = recipe['memory']
     if memory['gate_gib'] < memory['min_gate_gib']:
         problems.append(f"memory.gate_gib {memory['gate_gib']} is below memory.min_gate_gib {memory['min_gate_gib']}: "
@@ -461,7 +471,7 @@ def _tfpy_problems(recipe):
         problems.append("container.api_key_env must be TF_API_KEY or TENSORFOLD_API_KEY (what the engine reads), "
                         f"got '{recipe['container']['api_key_env']}'")
     wants = {'--tp': '{world}', '--master': '{master}', '--master-port': '{rendezvous_port}',
-             '--mtp-drafts': '{mtp_drafts}'}
+             '--mtp-drafts': '{mtp_drafts}', '--parallel': '{parallel}'}
     lines = {}
     for rank, own_rank in (('rank0', '0'), ('follower', '{rank}')):
         args = [to_text(a) for a in recipe['launch'][rank]['args']]

@@ -3,35 +3,40 @@
 //! rank 0, which serves HTTP. THIS IS NOT TensorFold: nothing is loaded; replies are the lab's text.
 //!
 //! Sources:
-//!   RUN_SH  sfxnz/DeepSeek-V4.1-Flash-EXL3-TensorFold-2x-DGX-Spark run.sh @13a26f7f4f1c3458e4b9520fb9be92175c6ad761
-//!           (serve_args: `--tp 2 --rank R --master HEAD --master-port 29571 --name N --context C --mtp-drafts D
-//!           --top-p P --no-update-check [--mtp-confidence X] --thinking|--no-thinking`, rank 0 also `--host --port
-//!           --max-tokens`; "TensorFold's parser expands unambiguous prefixes (--cont means --context)";
-//!           NATIVE_CONTEXT=1048576 "the engine refuses a larger --context"; MAX_MTP_DRAFTS=5 "DSpark drafts at
-//!           most 5 tokens a round")
+//!   RUN_SH  sfxnz/DeepSeek-V4.1-Flash-EXL3-TensorFold-2x-DGX-Spark run.sh @38a06077281ba7f022d4fd5889ca703dc52ca3ef
+//!           (serve_args: `--tp 2 --rank R --master HEAD --master-port 29571 --name N --context C --parallel P
+//!           --mtp-drafts D --top-p T --no-update-check [--decode-share S] [--mtp-confidence X]
+//!           --thinking|--no-thinking`, rank 0 also `--host --port --max-tokens`; "TensorFold's parser expands
+//!           unambiguous prefixes (--cont means --context)"; NATIVE_CONTEXT=1048576 "the engine refuses a larger
+//!           --context"; MAX_MTP_DRAFTS=5 "DSpark drafts at most 5 tokens a round"; PARALLEL "must be 1, 2, 3 or 4:
+//!           the family decodes at most 4 requests together (MAX_LANES)")
+//!   README  the same repository's README.md @38a06077 ("Not supported": "`--parallel` takes 1 to 4; further
+//!           requests queue for a free lane"; each lane holds a whole --context window)
+//!   LANES   sfxnz/TensorFold src/tensorfold/families/deepseek_v41/cuda/lanes.py @2258b00d1bbd74cae23d227f6cf41de946e49451
+//!           (`if not 0 < slots <= MAX_LANES: raise ValueError(f"lanes: {slots} slots, 1 to {MAX_LANES}")`; how the
+//!           CLI hands --parallel to the lanes is not stored: the lab takes the number as the slots, `auto` as 1)
 //!   CLI     TensorFold's Python CLI `tensorfold/cli.py` (build_parser and _serve_cuda; the text the search index
 //!           holds, id 70869682602; its repository and commit are not shown by the index: UNVERIFIED pin). The
 //!           flag table below is its `serve` parser; its refusals: "--tp 2 needs --master: rank 0's address on the
 //!           link between the two machines", "--rank 1 needs --tp 2", "--context must be 0 or a positive token
 //!           count", "--context C exceeds this model's N-token window" (ValueError -> `tensorfold: <text>`, exit 1)
-//!   COMPOSE ashhart/TensorFold deploy/dsv41-tp2/docker-compose.yaml (`python -m tensorfold serve /models/...
-//!           --tp 2 --rank ${TF_RANK} --master ${MASTER_ADDR} --host --port --name --parallel --context`)
 //!   HEALTH  sfxnz/... evidence/s2-run-sh-ec28f35/bootA/gate/health-after.json @f8ab7587 (`{"ok": true, "backend":
 //!           "tensorfold", "busy": false, "requests_running": 0, ... "context_length": 65538}`)
 //!   KEY     TENSORFOLD_API_KEY: "makes the engine refuse every request without Authorization: Bearer <key>,
 //!           /metrics included, while /health stays open" (a TensorFold GLM recipe's README, found by the search
-//!           index; not checked against the dsv41 Python engine: UNVERIFIED); COMPOSE passes the key as
-//!           TF_API_KEY (ashhart/TensorFold deploy/dsv41-tp2/docker-compose.yaml @082a4556ae04c515116cf4b6d5a68a316149f6eb),
-//!           so the lab takes either
-//!   ENGRAM  COMPOSE: TF_DSV41_ENGRAM_DIR=/models/dsv41/DeepSeek-V4.1-Flash-engram (the Engram tables of the 2.9 bpw
-//!           checkpoint); when set, the lab checks it holds deepseek-ai's shards 47 and 48, their index and
-//!           config.json, as it checks TF_DS_ENGRAM
+//!           index; not checked against the dsv41 Python engine: UNVERIFIED); the recipe's container.api_key_env is
+//!           TF_API_KEY, so the lab takes either
+//!   ENGRAM  ashhart/TensorFold deploy/dsv41-tp2/docker-compose.yaml: TF_DSV41_ENGRAM_DIR (a separate Engram
+//!           folder); when set, the lab checks it holds deepseek-ai's shards 47 and 48, their index and config.json,
+//!           as it checks TF_DS_ENGRAM. The sfxnz pack carries its Engram tables in its own shards 47 and 48 and
+//!           sets no such variable.
 //!
 //! argparse refusals (`tensorfold serve: error: ...`, exit 2) come from argp.zig, with argparse's abbreviations.
 //! Lab rules (exit 2): --mtp-drafts above 5 (RUN_SH's limit), the model directory (as the native lab engine
 //! checks it: config.json, tokenizer.json, every shard of the index), a rank 1 whose shared flags differ from
 //! rank 0's. The window: --context, else config.json's max_position_embeddings, else 1048576 (RUN_SH
-//! NATIVE_CONTEXT); /health reports it as context_length.
+//! NATIVE_CONTEXT); /health reports it as context_length. --parallel P (1 to 4) serves P requests at once, each
+//! with the whole window; outside 1 to 4 it is LANES' ValueError (exit 1).
 
 const std = @import("std");
 const common = @import("common.zig");
@@ -108,6 +113,8 @@ const shared = [_][]const u8{ "--tp", "--context", "--mtp-drafts", "--mtp-confid
 
 /// RUN_SH: "DSpark drafts at most 5 tokens a round".
 const max_mtp_drafts = 5;
+/// LANES MAX_LANES (RUN_SH: "the family decodes at most 4 requests together (MAX_LANES)").
+const max_lanes = 4;
 /// RUN_SH NATIVE_CONTEXT: the checkpoint's native window.
 const native_context_default: u64 = 1048576;
 
@@ -183,10 +190,13 @@ pub fn main(init: std.process.Init) !u8 {
     if (drafts < 0 or drafts > max_mtp_drafts)
         refuse("--mtp-drafts {d}: DSpark drafts at most {d} tokens a round (0: none)", .{ drafts, max_mtp_drafts });
     const parallel_text = p.get("--parallel") orelse "auto";
-    const parallel: u32 = if (std.ascii.eqlIgnoreCase(parallel_text, "auto")) 1 else @intCast(@max(1, std.fmt.parseInt(i64, parallel_text, 10) catch {
+    const lanes: i64 = if (std.ascii.eqlIgnoreCase(parallel_text, "auto")) 1 else std.fmt.parseInt(i64, parallel_text, 10) catch {
         std.debug.print("--parallel takes a number or auto, not '{s}'\n", .{parallel_text});
         return 1;
-    }));
+    };
+    // LANES: `if not 0 < slots <= MAX_LANES: raise ValueError(f"lanes: {slots} slots, 1 to {MAX_LANES}")`.
+    if (lanes < 1 or lanes > max_lanes) valueError("lanes: {d} slots, 1 to {d}", .{ lanes, max_lanes });
+    const parallel: u32 = @intCast(lanes);
     const port: u16 = std.math.cast(u16, p.int("--port", 8080)) orelse refuse("--port {d} is not a port", .{p.int("--port", 0)});
     const master_port: u16 = std.math.cast(u16, p.int("--master-port", 29551)) orelse refuse("--master-port {d} is not a port", .{p.int("--master-port", 0)});
 

@@ -28,10 +28,10 @@ def bins(container_engine_bin):
 
 
 def serve_args(model, rank, master_port, http_port, extra=()):
-    """run.sh serve_args for one rank (rank 0 adds --host, --port and --max-tokens)."""
+    """sfxnz run.sh @38a06077 serve_args for one rank (rank 0 adds --host, --port and --max-tokens)."""
     args = [str(model), "--tp", "2", "--rank", str(rank), "--master", HOST, "--master-port", str(master_port),
-            "--name", NAME, "--context", "65538", "--mtp-drafts", "5", "--top-p", "1.0", "--no-update-check",
-            "--no-thinking"]
+            "--name", NAME, "--context", "65538", "--parallel", "4", "--mtp-drafts", "5", "--top-p", "1.0",
+            "--no-update-check", "--decode-share", "0.5", "--mtp-confidence", "0.15", "--no-thinking"]
     if rank == 0:
         args += ["--host", HOST, "--port", str(http_port), "--max-tokens", "4096"]
     return args + list(extra)
@@ -62,6 +62,7 @@ def test_rank1_then_rank0_serve(bins, tmp_path):
         status, health = request(hport, "GET", "/health")
         assert status == 200
         assert (health["ok"], health["backend"], health["context_length"]) == (True, "tensorfold", 65538)
+        assert health["streams"]["max"] == 4
         assert health["thinking"] is False and health["drafts"] is True
         status, models = request(hport, "GET", "/v1/models")
         assert [m["id"] for m in models["data"]] == [NAME]
@@ -142,6 +143,10 @@ def test_refusals(bins, tmp_path):
             "--tp 2 needs --master: rank 0's address on the link between the two machines", 1)
     refused(run(bins, [model, "--rank", "1"]), "--rank 1 needs --tp 2", 1)
     refused(run(bins, [*base, "--mtp-drafts", "6"]), "--mtp-drafts 6: DSpark drafts at most 5 tokens a round")
+    # sfxnz/TensorFold cuda/lanes.py @2258b00d: `if not 0 < slots <= MAX_LANES: raise ValueError(f"lanes: {slots}
+    # slots, 1 to {MAX_LANES}")`; run.sh @38a06077: "the family decodes at most 4 requests together (MAX_LANES)"
+    refused(run(bins, [*base, "--parallel", "5"]), "tensorfold: lanes: 5 slots, 1 to 4", 1)
+    refused(run(bins, [*base, "--parallel", "0"]), "tensorfold: lanes: 0 slots, 1 to 4", 1)
     windowed = make_model(tmp_path / "windowed")
     config = json.loads((windowed / "config.json").read_text())
     (windowed / "config.json").write_text(json.dumps(dict(config, max_position_embeddings=4096)))

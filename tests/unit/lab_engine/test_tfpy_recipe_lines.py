@@ -4,9 +4,10 @@
 rendered by the recipe filters as the engine_service role renders them (recipe_check, recipe_render, container_run:
 the entry point and arguments after the image), with its launch environment, against the lab engine's strict
 `tensorfold serve --tp 2` personality: rank 1 then rank 0 come up, /health answers JSON with ok true (what the
-unit's gate waits for with SPARKFOLD_READY_JSON), the API key reaches the engine through the recipe's variable and
-a chat completion answers 17 * 23. An inconsistent line is refused by recipe_check and by the engine. Only the
-container paths of the weights and the Engram tables are swapped for this test's directories."""
+unit's gate waits for with SPARKFOLD_READY_JSON) with the recipe's 4 lanes, the API key reaches the engine through
+the recipe's variable and a chat completion answers the recipe's smoke question (17*19, sfxnz README @38a06077). An
+inconsistent line is refused by recipe_check and by the engine. Only the container path of the snapshot is swapped
+for this test's directory (the sfxnz pack carries its Engram tables in its own shards: no Engram folder)."""
 
 from __future__ import annotations
 
@@ -21,14 +22,14 @@ import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.sparkfold.cluster.plugins.filter.recipe import container_run, recipe_check, recipe_render
 
-from tests.labengine import HOST, SERVE_FAST, free_port, make_engram, make_model, request, wait_until
+from tests.labengine import HOST, SERVE_FAST, free_port, make_model, request, wait_until
 from tests.labengine import stop_procs as stop
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 RECIPE = ROOT / 'roles' / 'recipe' / 'recipes' / 'dsv41-flash-tp2-tfpy.yml'
 GATE = ROOT / 'roles' / 'engine_service' / 'files' / 'sparkfold-engine-gate.py'
 FAST = {**SERVE_FAST, 'SIM_RENDEZVOUS_TIMEOUT_S': '5'}
-NAME = 'DeepSeek-v4.1-Flash-EXL3'
+NAME = 'deepseek-ai/DeepSeek-V4.1-Flash'
 KEY = 'sk-lab-tfpy'
 
 
@@ -49,23 +50,23 @@ def line(recipe, rank, model, mport, hport):
     launch = recipe['launch']['rank0' if rank == 0 else 'follower']
     serve = recipe['serve']
     values = {'served_name': NAME, 'host': HOST, 'port': hport, 'world': recipe['world'], 'rank': rank,
-              'master': HOST, 'rendezvous_port': mport, 'context': serve['context'], 'mtp_drafts': serve['mtp_drafts'],
+              'master': HOST, 'rendezvous_port': mport, 'context': serve['context'], 'parallel': serve['parallel'],
+              'mtp_drafts': serve['mtp_drafts'],
               'top_p': serve['top_p'], 'max_tokens': serve['max_tokens'],
               'thinking_args': ['--thinking'] if serve['thinking'] else ['--no-thinking']}
     args = recipe_render(launch['args'], values)
     cmd = container_run(recipe['container'], f'sparkfold-engine-{rank}', 'localhost/sparkfold-engine:t', '/e.env',
-                        args, values={'model_dir': str(model), 'engram_dir': '/unused', 'cache_dir': '/unused'})
+                        args, values={'model_dir': str(model), 'cache_dir': '/unused'})
     entry = cmd.index('--entrypoint')
     assert cmd[entry + 2] == 'localhost/sparkfold-engine:t'
     weights = recipe['container']['mounts'][0]['dest']
     return cmd[entry + 1], [str(model) if a == weights else a for a in cmd[entry + 3:]]
 
 
-def environment(recipe, rank, engram):
+def environment(recipe, rank):
     """The container's environment as engine-container.env.j2 writes it: the launch env, the key on rank 0."""
     env = recipe_render({**recipe['launch']['env'], **recipe['launch']['rank0' if rank == 0 else 'follower']['env']},
                         {'fabric_interface': 'lo', 'rdma_devices': 'rocep1s0f1,roceP2p1s0f1'})
-    env['TF_DSV41_ENGRAM_DIR'] = str(engram)
     if rank == 0:
         env[recipe['container']['api_key_env']] = KEY
     return {**os.environ, **env, **FAST}
@@ -78,19 +79,20 @@ def start(bins, program, argv, env):
 
 def test_the_recipes_rank1_then_rank0_serve(bins, tmp_path):
     recipe = load()
-    model, engram = make_model(tmp_path / 'model'), make_engram(tmp_path / 'engram')
+    model = make_model(tmp_path / 'model')
     mport, hport = free_port(), free_port()
     program1, argv1 = line(recipe, 1, model, mport, 0)
     program0, argv0 = line(recipe, 0, model, mport, hport)
     assert program0 == program1 == 'tensorfold'
     assert argv0[argv0.index('--mtp-drafts') + 1] == argv1[argv1.index('--mtp-drafts') + 1] == '5'
     assert '--port' not in argv1 and argv1[argv1.index('--rank') + 1] == '1'
+    assert argv0[argv0.index('--parallel') + 1] == argv1[argv1.index('--parallel') + 1] == '4'
     spec = importlib.util.spec_from_file_location('sparkfold_engine_gate', GATE)
     gate = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gate)
     url = f'http://{HOST}:{hport}/health'
-    rank1 = start(bins, program1, argv1, environment(recipe, 1, engram))
-    rank0 = start(bins, program0, argv0, environment(recipe, 0, engram))
+    rank1 = start(bins, program1, argv1, environment(recipe, 1))
+    rank0 = start(bins, program0, argv0, environment(recipe, 0))
     try:
         assert wait_until(lambda: gate.health_state(url, 2, json_only=True)[0] or rank0.poll() is not None, 20)
         assert rank0.poll() is None, rank0.stderr.read()
@@ -112,16 +114,17 @@ def test_the_recipes_rank1_then_rank0_serve(bins, tmp_path):
 
 def test_without_a_key_health_says_ok_true(bins, tmp_path):
     recipe = load()
-    model, engram = make_model(tmp_path / 'model'), make_engram(tmp_path / 'engram')
+    model = make_model(tmp_path / 'model')
     mport, hport = free_port(), free_port()
-    env0 = environment(recipe, 0, engram)
+    env0 = environment(recipe, 0)
     del env0[recipe['container']['api_key_env']]
-    rank1 = start(bins, *line(recipe, 1, model, mport, 0), environment(recipe, 1, engram))
+    rank1 = start(bins, *line(recipe, 1, model, mport, 0), environment(recipe, 1))
     rank0 = start(bins, *line(recipe, 0, model, mport, hport), env0)
     try:
         assert _listening(hport, rank0), rank0.stderr.read() if rank0.poll() is not None else 'no /health'
         status, health = request(hport, 'GET', '/health')
         assert status == 200 and health['ok'] is True and health['context_length'] == recipe['serve']['context']
+        assert health['streams']['max'] == recipe['serve']['parallel'] == 4
     finally:
         stop(rank0, rank1)
 
@@ -142,9 +145,9 @@ def test_more_than_five_drafts_is_refused_by_the_check_and_by_the_engine(bins, t
         load(mtp_drafts=6)
     recipe = yaml.safe_load(RECIPE.read_text())
     recipe['serve']['mtp_drafts'] = 6
-    model, engram = make_model(tmp_path / 'model'), make_engram(tmp_path / 'engram')
+    model = make_model(tmp_path / 'model')
     done = subprocess.run([str(bins / 'tensorfold'), *line(recipe, 0, model, free_port(), free_port())[1]],
-                          env=environment(recipe, 0, engram), capture_output=True, text=True, timeout=20, check=False)
+                          env=environment(recipe, 0), capture_output=True, text=True, timeout=20, check=False)
     assert done.returncode == 2, done.stderr
     assert '--mtp-drafts 6: DSpark drafts at most 5 tokens a round' in done.stderr
 
@@ -155,14 +158,28 @@ def test_a_rank1_line_that_differs_is_refused_by_the_check_and_by_rank0(bins, tm
     args[args.index('--context') + 1] = '4096'
     with pytest.raises(AnsibleFilterError, match=re.escape('launch.follower.args must be launch.rank0.args')):
         recipe_check(recipe)
-    model, engram = make_model(tmp_path / 'model'), make_engram(tmp_path / 'engram')
+    model = make_model(tmp_path / 'model')
     mport = free_port()
-    rank0 = start(bins, *line(recipe, 0, model, mport, free_port()), environment(recipe, 0, engram))
+    rank0 = start(bins, *line(recipe, 0, model, mport, free_port()), environment(recipe, 0))
     try:
         program, argv = line(recipe, 1, model, mport, 0)
-        done = subprocess.run([str(bins / program), *argv], env=environment(recipe, 1, engram), capture_output=True,
+        done = subprocess.run([str(bins / program), *argv], env=environment(recipe, 1), capture_output=True,
                               text=True, timeout=20, check=False)
         assert done.returncode == 2, done.stderr
         assert 'rank 0 refused rank 1: rank 1 was started with other serve flags' in done.stderr
     finally:
         stop(rank0)
+
+
+def test_more_than_four_lanes_is_refused_by_the_check_and_by_the_engine(bins, tmp_path):
+    """sfxnz run.sh @38a06077: PARALLEL "must be 1, 2, 3 or 4: the family decodes at most 4 requests together
+    (MAX_LANES)"; sfxnz/TensorFold cuda/lanes.py @2258b00d: `lanes: {slots} slots, 1 to {MAX_LANES}` (ValueError)."""
+    with pytest.raises(AnsibleFilterError, match=re.escape('serve.parallel must be 1 to 4, got 5')):
+        load(parallel=5)
+    recipe = yaml.safe_load(RECIPE.read_text())
+    recipe['serve']['parallel'] = 5
+    model = make_model(tmp_path / 'model')
+    done = subprocess.run([str(bins / 'tensorfold'), *line(recipe, 0, model, free_port(), free_port())[1]],
+                          env=environment(recipe, 0), capture_output=True, text=True, timeout=20, check=False)
+    assert done.returncode == 1, done.stderr
+    assert 'tensorfold: lanes: 5 slots, 1 to 4' in done.stderr

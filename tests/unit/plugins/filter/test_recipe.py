@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import pathlib
 import re
 
@@ -511,8 +512,16 @@ def test_tfpy_needs_no_vllm_only_field():
      'serve.mtp_drafts must be 0 to 5, got 6: DSpark drafts at most 5 tokens a round and the engine refuses more'),
     (lambda r: r['serve'].update(mtp_drafts=-1), 'serve.mtp_drafts must be 0 to 5, got -1'),
     (lambda r: r['memory'].update(gate_gib=90, weights_gib_per_rank=70),
-     "memory.gate_gib 90 is below memory.min_gate_gib 92: the engine's admission cannot fit the window below it"),
-    (lambda r: r['memory'].update(gate_gib=100), 'memory.gate_gib 100 is less than weights per rank 99.5'),
+     "memory.gate_gib 90 is below memory.min_gate_gib 95: the engine's admission cannot fit the window below it"),
+    (lambda r: r['memory'].update(weights_gib_per_rank=82),
+     'memory.gate_gib 100 is less than weights per rank 82 + boot margin 18.66 = 100.66 GiB'),
+    # sfxnz run.sh @38a06077: PARALLEL "must be 1, 2, 3 or 4: the family decodes at most 4 requests together
+    # (MAX_LANES)"; sfxnz/TensorFold cuda/lanes.py @2258b00d refuses more slots at start
+    (lambda r: r['serve'].update(parallel=5),
+     'serve.parallel must be 1 to 4, got 5: the deepseek_v41 family decodes at most 4 requests together and refuses '
+     'more lanes at start'),
+    (lambda r: r['launch']['rank0']['args'].__setitem__(r['launch']['rank0']['args'].index('{parallel}'), '4'),
+     'launch.rank0.args must pass --parallel {parallel}'),
     (lambda r: r['ready'].update(json=False), "ready must be path /health with json true"),
     (lambda r: r['ready'].update(path='/v1/models'), "got path '/v1/models', json True"),
     (lambda r: r['container'].update(api_key_env='VLLM_API_KEY'),
@@ -537,23 +546,87 @@ def test_tfpy_rules_name_what_is_wrong(change, problem):
     assert_refused_naming(load(TFPY), change, problem)
 
 
+# sfxnz/DeepSeek-V4.1-Flash-EXL3-TensorFold-2x-DGX-Spark @38a06077, the one published system the tfpy recipe is.
+SFX_SNAPSHOT = '/cache/huggingface/hub/models--sfxnz--DeepSeek-V4.1-Flash-EXL3/snapshots/' \
+               '982b70452f399814f56b46272fd30394ae10d58c'
+
+
 def test_tfpy_recipe_follows_run_sh():
-    """sfxnz run.sh @13a26f7 serve_args: rank 0 = rank 1's line + --host, --port, --max-tokens; rank 1 first."""
+    """run.sh @38a06077 serve_args: both ranks `tensorfold serve SNAPSHOT_IN_CONTAINER --tp 2 --rank R --master HEAD
+    --master-port 29571 --name N --context 1048576 --parallel 4 --mtp-drafts 5 --top-p 1.0 --no-update-check
+    --decode-share 0.5 --mtp-confidence 0.15 --no-thinking`, rank 0 adding --host, --port, --max-tokens 4096;
+    rank 1 first."""
     r = load(TFPY)
     assert r['launch']['order'] == 'followers_first' and r['launch']['rendezvous_port'] == 29571
-    assert r['serve']['mtp_drafts'] == 5 and r['memory']['min_gate_gib'] == 92
+    assert (r['serve']['context'], r['serve']['parallel'], r['serve']['mtp_drafts']) == (1048576, 4, 5)
     assert r['memory']['gate_gib'] >= r['memory']['weights_gib_per_rank'] + r['memory']['boot_margin_gib']
     assert r['ready'] == {'path': '/health', 'json': True, 'models_path': '/v1/models', 'timeout_s': 1800}
     assert r['container']['entrypoint'] == 'tensorfold' and r['container']['api_key_env'] == 'TF_API_KEY'
-    assert (r['smoke']['prompt'], r['smoke']['answer']) == ('What is 17 * 23?', '391')
-    v = values(thinking_args=['--no-thinking'], mtp_drafts='5', top_p='1.0', max_tokens='4096', master='192.168.100.1')
+    assert (r['smoke']['prompt'], r['smoke']['answer']) == ('What is 17*19?', '323')
+    v = values(thinking_args=['--no-thinking'], mtp_drafts='5', top_p='1.0', max_tokens='4096', master='192.168.100.1',
+               world='2', context='1048576', parallel='4', served_name='deepseek-ai/DeepSeek-V4.1-Flash',
+               rendezvous_port='29571')
     head = recipe_render(r['launch']['rank0']['args'], {**v, 'rank': '0'})
     worker = recipe_render(r['launch']['follower']['args'], {**v, 'rank': '1'})
-    assert head[:2] == worker[:2] == ['serve', '/models/dsv41/DeepSeek-V4.1-Flash-EXL3-2.9bpw']
-    assert head[head.index('--rank') + 1] == '0' and worker[worker.index('--rank') + 1] == '1'
-    assert head[head.index('--rank') + 2:head.index('--host')] == worker[worker.index('--rank') + 2:]
-    assert head[head.index('--host'):] == ['--host', '<host>', '--port', '<port>', '--max-tokens', '4096']
-    assert '--no-thinking' in worker and worker[worker.index('--mtp-drafts') + 1] == '5'
+    assert worker == ['serve', SFX_SNAPSHOT, '--tp', '2', '--rank', '1', '--master', '192.168.100.1', '--master-port',
+                      '29571', '--name', 'deepseek-ai/DeepSeek-V4.1-Flash', '--context', '1048576', '--parallel', '4',
+                      '--mtp-drafts', '5', '--top-p', '1.0', '--no-update-check', '--decode-share', '0.5',
+                      '--mtp-confidence', '0.15', '--no-thinking']
+    assert head == [*worker[:5], '0', *worker[6:], '--host', '<host>', '--port', '<port>', '--max-tokens', '4096']
+    # run.sh container_env, identical on both ranks (the caches under /cache/tf, the HF cache read-only)
+    assert r['launch']['env'] == {
+        'HF_HOME': '/cache/huggingface', 'HF_HUB_OFFLINE': '1', 'TENSORFOLD_NO_UPDATE_CHECK': '1',
+        'PYTHONUNBUFFERED': '1', 'PYTHONDONTWRITEBYTECODE': '1', 'TORCH_EXTENSIONS_DIR': '/cache/tf/torch_extensions',
+        'TRITON_CACHE_DIR': '/cache/tf/triton', 'CUDA_CACHE_PATH': '/cache/tf/nv',
+        'TORCH_ALLOW_TF32_CUBLAS_OVERRIDE': '0',
+        'NCCL_SOCKET_IFNAME': '{fabric_interface}', 'NCCL_IB_HCA': '{rdma_devices}', 'NCCL_DEBUG': 'WARN'}
+    assert r['launch']['rank0']['env'] == r['launch']['follower']['env'] == {}
+
+
+def test_tfpy_is_one_published_system():
+    """Issue 25 B9: every pin of the recipe is sfxnz @38a06077's (run.sh, docker/Dockerfile, README), none the vLLM
+    recipe's or ashhart's 2.9 bpw deployment's: the pack's own repo and revision, its tokenizer in the same snapshot,
+    its Engram tables in its shards 47/48 (no separate download), the engine the Dockerfile installs."""
+    r = load(TFPY)
+    assert r['weights'] == {
+        'repo_id': 'sfxnz/DeepSeek-V4.1-Flash-EXL3', 'revision': '982b70452f399814f56b46272fd30394ae10d58c',
+        'shards': 48, 'tokenizer': {'repo_id': 'sfxnz/DeepSeek-V4.1-Flash-EXL3',
+                                    'revision': '982b70452f399814f56b46272fd30394ae10d58c'},
+        'snapshot_checks': ['index_names_every_shard', 'safetensors_header_ends_at_file_size']}
+    assert 'engram' not in r and recipe_problems(load(TFPY)) == []
+    assert r['engine'] == {'repo_url': 'https://github.com/sfxnz/TensorFold.git',
+                           'commit': 'b86514a5ac8700b32e7b24f1095349df4ce2b922'}
+    image = r['container']['image']
+    assert (image['obtain'], image['ref']) == ('build', 'localhost/tf-dsv41-flash:0.6.4-b86514a')
+    assert (image['build']['base'], image['build']['base_digest']) == (
+        'nvcr.io/nvidia/pytorch:26.07-py3', 'sha256:2140e699b3beaf7f96a0081fd9c9406bc3832b435cdb60dfa2d261f7d2f34a1c')
+    assert [m['dest'] for m in r['container']['mounts']] == [SFX_SNAPSHOT, '/cache/tf']
+    assert r['launch']['rank0']['args'][1] == r['launch']['follower']['args'][1] == SFX_SNAPSHOT
+    assert 'shm_size' not in r['container']['options']
+    vllm = load(VLLM)
+    assert r['weights']['repo_id'] != vllm['weights']['repo_id']
+    assert (r['serve']['served_name'], r['serve']['port']) == ('deepseek-ai/DeepSeek-V4.1-Flash', 8000)
+
+
+def _run_sh_min_gate_gib(parallel, context):
+    """run.sh @38a06077 MIN_MEM_GATE_GIB, its integer arithmetic in GiB/100 x 1048576: resident 75.99 + max(staging
+    5.33, geometry 3.71 + 0.95 a further lane per 1048576-token window) + the reserve 12.10, rounded up."""
+    floor = 371 * 1048576 + 95 * (parallel - 1) * context
+    floor = max(floor, 533 * 1048576)
+    return ((7599 + 1210) * 1048576 + floor + 100 * 1048576 - 1) // (100 * 1048576)
+
+
+def test_tfpy_memory_is_run_shs_floor_at_the_recipes_lanes():
+    """README @38a06077: "it refuses below 95 at the defaults, 94 at --parallel 1"; the preflight's weights + margin
+    is the same floor before its rounding."""
+    r = load(TFPY)
+    assert (_run_sh_min_gate_gib(4, 1048576), _run_sh_min_gate_gib(1, 1048576)) == (95, 94)
+    assert r['memory']['min_gate_gib'] == _run_sh_min_gate_gib(r['serve']['parallel'], r['serve']['context'])
+    assert (r['memory']['gate_gib'], r['memory']['gate_timeout_s']) == (100, 600)
+    assert r['memory']['weights_gib_per_rank'] == 75.99
+    assert r['memory']['boot_margin_gib'] == round(max(5.33, 3.71 + 0.95 * 3) + 12.1, 2)
+    assert math.ceil(r['memory']['weights_gib_per_rank'] + r['memory']['boot_margin_gib']) == 95
+    assert 'engine_floor_gib' not in r['memory']
 
 
 # ------------------------------------------------------------------ sglang-container (SGLang on the switchless ring)
@@ -857,7 +930,7 @@ def test_recipe_check_through_ansible_returns_plain_containers():
     # bertholomus/deepseek-v4.1-tensorfold-tp4-4xgb10 scripts/serve.sh @6033ea48 check: {"enable_thinking": false}
     (TP2, {'enable_thinking': False}),
     (ROOT / 'roles' / 'recipe' / 'recipes' / 'dsv41-flash-tp4-zig.yml', {'enable_thinking': False}),
-    # sfxnz run.sh @13a26f7 THINKING=0: the server does not think, the request needs no switch
+    # sfxnz run.sh @38a06077 THINKING=0: the server does not think, the request needs no switch
     (TFPY, {}),
 ], ids=['vllm', 'ring', 'tp2', 'tp4', 'tfpy'])
 def test_each_recipe_smoke_switches_thinking_off_as_its_source(path, switch):
@@ -938,13 +1011,15 @@ def test_no_recipe_quotes_config_json_inside_download_sh_engram_files():
 
 # ------------------------------------------------------------ tfpy: the CUDA-extension cache (issue 25 B9)
 def test_tfpy_keeps_its_cuda_extension_cache_on_the_host():
-    """ashhart deploy/dsv41-tp2/docker-compose.yaml @082a455: ${CACHE_DIR}:/root/.cache ("built CUDA extensions,
-    Triton kernels"); a --rm container without it compiles next to the loaded model on every start."""
+    """sfxnz run.sh @38a06077: `-v "${TF_CACHE}/${TF_SHA}:/cache/tf"` with TORCH_EXTENSIONS_DIR, TRITON_CACHE_DIR and
+    CUDA_CACHE_PATH under it; a --rm container without it compiles next to the loaded model on every start."""
     r = load(TFPY)
-    assert {'src': '{cache_dir}', 'dest': '/root/.cache', 'mode': 'rw', 'create': True} in r['container']['mounts']
+    assert {'src': '{cache_dir}', 'dest': '/cache/tf', 'mode': 'rw', 'create': True} in r['container']['mounts']
+    assert all(r['launch']['env'][k].startswith('/cache/tf/')
+               for k in ('TORCH_EXTENSIONS_DIR', 'TRITON_CACHE_DIR', 'CUDA_CACHE_PATH'))
     cmd = container_run(r['container'], 'n', 'i', '/e', [],
-                        values={'model_dir': '/m', 'engram_dir': '/g', 'cache_dir': '/var/lib/sparkfold/engine-cache'})
-    assert '/var/lib/sparkfold/engine-cache:/root/.cache:rw' in cmd
+                        values={'model_dir': '/m', 'cache_dir': '/var/lib/sparkfold/engine-cache'})
+    assert '/var/lib/sparkfold/engine-cache:/cache/tf:rw' in cmd and f'/m:{SFX_SNAPSHOT}:ro' in cmd
 
 
 TP4 = ROOT / 'roles' / 'recipe' / 'recipes' / 'dsv41-flash-tp4-zig.yml'
