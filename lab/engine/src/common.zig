@@ -156,3 +156,22 @@ test "Env parses integers and floats" {
     try std.testing.expectEqual(@as(u64, 3), env.int("MISSING", 3));
     try std.testing.expectEqual(@as(f64, 0.5), env.float("B", 1));
 }
+
+/// The container personalities (vllm, tensorfold, sglang) run as PID 1 of their container, where the kernel drops a
+/// signal that has no handler: SIGTERM from `podman stop` did nothing, and every stop waited its whole --time and then
+/// killed. The real programs are servers (uvicorn) that shut down on SIGTERM; so does the lab, exiting 0 as a graceful
+/// shutdown does. Not for the host ranks: under systemd SIGTERM's default action is already that shutdown.
+pub fn exitOnTerm() void {
+    if (std.posix.Sigaction == void) return;
+    const act: std.posix.Sigaction = .{
+        .handler = .{ .handler = onTerm },
+        .mask = std.posix.sigemptyset(),
+        .flags = 0,
+    };
+    std.posix.sigaction(.TERM, &act, null);
+}
+
+fn onTerm(_: std.posix.SIG) callconv(.c) void {
+    // exit_group: async-signal-safe, and it ends every thread (the server's workers too).
+    std.os.linux.exit_group(0);
+}

@@ -143,6 +143,7 @@ fn nativeWindow(io: std.Io, arena: std.mem.Allocator, dir: []const u8) u64 {
 }
 
 pub fn main(init: std.process.Init) !u8 {
+    common.exitOnTerm();
     const io = init.io;
     const arena = init.arena.allocator();
     const args = try init.minimal.args.toSlice(arena);

@@ -76,6 +76,23 @@ def test_rank1_then_rank0_serve(bins, tmp_path):
         stop(rank0, rank1)
 
 
+def test_sigterm_is_a_graceful_exit(bins, tmp_path):
+    """As PID 1 of its container the kernel drops a signal the program does not handle: `podman stop` waited its whole
+    --time (30 s for the TP2 first start) and killed. The real engine's server exits on SIGTERM; so does the lab's,
+    with status 0 (here, as no PID 1, the old program died of the signal: returncode -15)."""
+    model = make_model(tmp_path / "model")
+    mport, hport = free_port(), free_port()
+    rank1 = start(bins, serve_args(model, 1, mport, 0))
+    rank0 = start(bins, serve_args(model, 0, mport, hport))
+    try:
+        assert wait_until(lambda: up(hport), 15), rank0.stderr.read() if rank0.poll() is not None else "no /health"
+        rank0.terminate()
+        rank1.terminate()  # both at once: a rank left alone exits 1 when it loses the other
+        assert (rank0.wait(timeout=10), rank1.wait(timeout=10)) == (0, 0)
+    finally:
+        stop(rank0, rank1)
+
+
 def test_rank0_takes_the_flags_the_real_parser_takes(bins, tmp_path):
     """ashhart/TensorFold src/tensorfold/cli_args.py @0b3f3bb: `--reasoning-effort` chooses from low, medium, high and
     xhigh; `--min-p`, `--vision-max-images`, `--prefill-fp8`/`--no-prefill-fp8` and `--precision` are its flags too."""
