@@ -99,18 +99,18 @@ pub const fp8_gemm_backends = [_][]const u8{
 // ReasoningParser.DetectorMap`; no stored names list has it, so where the image puts it in the list is not known (the lab
 // appends it). The image's own lists (lmsysorg/sglang:dev-dsv41, commit unnamed) are UNVERIFIED.
 pub const tool_call_parsers = [_][]const u8{
-    "apertus2509", "cohere_command4", "deepseekv3", "deepseekv31", "deepseekv32", "deepseekv4",  "deepseekv41", "dots",
-    "glm",         "glm45",           "glm47",      "gpt-oss",     "k2_horizon",  "kimi_k2",     "kimi_k3",     "lfm2",
-    "ling3",       "llama3",          "mimo",       "minicpm5",    "mistral",     "muse",        "poolside_v1", "pythonic",
-    "qwen",        "qwen25",          "qwen3_coder", "spark25",    "step3",       "step3p5",     "minimax-m2",  "minimax-m3",
-    "nanbeige",    "trinity",         "interns1",   "hermes",      "hunyuan",     "gigachat3",   "gigachat35",  "gemma4",
+    "apertus2509", "cohere_command4", "deepseekv3",  "deepseekv31", "deepseekv32", "deepseekv4", "deepseekv41", "dots",
+    "glm",         "glm45",           "glm47",       "gpt-oss",     "k2_horizon",  "kimi_k2",    "kimi_k3",     "lfm2",
+    "ling3",       "llama3",          "mimo",        "minicpm5",    "mistral",     "muse",       "poolside_v1", "pythonic",
+    "qwen",        "qwen25",          "qwen3_coder", "spark25",     "step3",       "step3p5",    "minimax-m2",  "minimax-m3",
+    "nanbeige",    "trinity",         "interns1",    "hermes",      "hunyuan",     "gigachat3",  "gigachat35",  "gemma4",
     "inkling",
 };
 pub const reasoning_parsers = [_][]const u8{
-    "apertus2509", "deepseek-r1",  "deepseek-v3",     "deepseek-v4", "dots",                 "glm45",    "ling3",
-    "hunyuan",     "gpt-oss",      "k2_horizon",      "kimi",        "kimi_k2",              "kimi_k3",  "mimo",
-    "muse",        "poolside_v1",  "qwen3",           "qwen3-thinking", "minimax",           "minimax-append-think", "minimax-m3",
-    "nanbeige",    "step3",        "step3p5",         "mistral",     "nemotron_3",           "interns1", "gemma4",
+    "apertus2509", "deepseek-r1",     "deepseek-v3",             "deepseek-v4",    "dots",       "glm45",                "ling3",
+    "hunyuan",     "gpt-oss",         "k2_horizon",              "kimi",           "kimi_k2",    "kimi_k3",              "mimo",
+    "muse",        "poolside_v1",     "qwen3",                   "qwen3-thinking", "minimax",    "minimax-append-think", "minimax-m3",
+    "nanbeige",    "step3",           "step3p5",                 "mistral",        "nemotron_3", "interns1",             "gemma4",
     "inkling",     "cohere_command4", "granite_thinking_parser", "deepseek-v41",
 };
 

@@ -156,10 +156,10 @@ pub const reasoning_parsers = [_][]const u8{
 /// EXL3 if this image's vLLM does not already list it": `QuantizationMethods = Literal[\n    "exl3",\n    "awq",\n`).
 /// The image's vLLM (0.1.dev20904+g179dd0fa9) is not public: its exact list is UNVERIFIED.
 pub const quantization_methods = [_][]const u8{
-    "exl3",          "awq",         "fp8",          "ptpc_fp8",           "fbgemm_fp8",   "fp_quant",   "modelopt",
-    "modelopt_fp4",  "bitblas",     "gguf",         "gptq_marlin_24",     "gptq_marlin",  "gptq_bitblas", "awq_marlin",
-    "gptq",          "compressed-tensors", "bitsandbytes", "experts_int8", "ipex",        "quark",      "moe_wna16",
-    "torchao",       "inc",         "mxfp4",        "mxfp8",              "petit_nvfp4",  "cpu_awq",
+    "exl3",         "awq",                "fp8",          "ptpc_fp8",       "fbgemm_fp8",  "fp_quant",     "modelopt",
+    "modelopt_fp4", "bitblas",            "gguf",         "gptq_marlin_24", "gptq_marlin", "gptq_bitblas", "awq_marlin",
+    "gptq",         "compressed-tensors", "bitsandbytes", "experts_int8",   "ipex",        "quark",        "moe_wna16",
+    "torchao",      "inc",                "mxfp4",        "mxfp8",          "petit_nvfp4", "cpu_awq",
 };
 
 /// The tokenizer modes vLLM loads: `auto` and `slow` (vllm-project/vllm `vllm/tokenizers/registry.py`
