@@ -16,8 +16,9 @@
 //! Refusals:
 //!   - argparse's (usage `launch_server.py [-h] ...`), `launch_server.py: error: unrecognized arguments: ...`,
 //!     and `argument --attention-backend: invalid choice: 'x' (choose from ...)` for the choice lists below
-//!     (--load-format, --attention-backend, --moe-runner-backend, --fp8-gemm-backend, from server_args.py @001067ff),
-//!     exit 2. The lab knows the flags boot.py builds and the recipe's EXTRA_SGLANG_ARGS (real SGLang has many
+//!     (--load-format, --attention-backend, --moe-runner-backend, --fp8-gemm-backend, from server_args.py @001067ff;
+//!     --tool-call-parser from function_call/parser_names.py @43a85424, --reasoning-parser from
+//!     parser/reasoning_parser_names.py @7dda59b2 plus deepseek-v41), exit 2. The lab knows the flags boot.py builds and the recipe's EXTRA_SGLANG_ARGS (real SGLang has many
 //!     more); abbreviations are expanded as argparse does (boot.py passes `--tp`, an abbreviation of --tp-size).
 //!   - boot.py's (AssertionError, exit 1): "OFFLOAD_MODE must be nvme or ram", "Context must be 4096 through the
 //!     model limit 1048576", "missing MODEL/config.json" (SKIP_PREPARE=1), "DIST_INIT_ADDR is required when
@@ -88,6 +89,30 @@ pub const moe_runner_backends = [_][]const u8{
 pub const fp8_gemm_backends = [_][]const u8{
     "auto", "deep_gemm", "flashinfer_trtllm", "flashinfer_cutlass", "flashinfer_deepgemm", "flashinfer_cutedsl", "cutlass", "triton", "aiter",
 };
+// The parser names, as argparse lists them (declared order). `--tool-call-parser`: TOOL_CALL_PARSER_NAMES of
+// sgl-project/sglang python/sglang/srt/function_call/parser_names.py @43a854243bded5504df4357cd3540beb839bf26e ("server_args
+// needs these for the `--tool-call-parser` CLI choices"), which lists the recipe's `deepseekv41` (boot.py's default).
+// `--reasoning-parser`: REASONING_PARSER_NAMES of python/sglang/srt/parser/reasoning_parser_names.py
+// @7dda59b24f8069b4561771e5ad51faefb832cdd2 (the dependency-free list `reasoning_parser` asserts equal to
+// ReasoningParser.DetectorMap) and the recipe's `deepseek-v41`, which that stored version lacks: an upstream DeepSeek-V4.1
+// test (store id 68484165918, repository path and commit not shown: UNVERIFIED) asserts `"deepseek-v41" in
+// ReasoningParser.DetectorMap`; no stored names list has it, so where the image puts it in the list is not known (the lab
+// appends it). The image's own lists (lmsysorg/sglang:dev-dsv41, commit unnamed) are UNVERIFIED.
+pub const tool_call_parsers = [_][]const u8{
+    "apertus2509", "cohere_command4", "deepseekv3",  "deepseekv31", "deepseekv32", "deepseekv4", "deepseekv41", "dots",
+    "glm",         "glm45",           "glm47",       "gpt-oss",     "k2_horizon",  "kimi_k2",    "kimi_k3",     "lfm2",
+    "ling3",       "llama3",          "mimo",        "minicpm5",    "mistral",     "muse",       "poolside_v1", "pythonic",
+    "qwen",        "qwen25",          "qwen3_coder", "spark25",     "step3",       "step3p5",    "minimax-m2",  "minimax-m3",
+    "nanbeige",    "trinity",         "interns1",    "hermes",      "hunyuan",     "gigachat3",  "gigachat35",  "gemma4",
+    "inkling",
+};
+pub const reasoning_parsers = [_][]const u8{
+    "apertus2509", "deepseek-r1",     "deepseek-v3",             "deepseek-v4",    "dots",       "glm45",                "ling3",
+    "hunyuan",     "gpt-oss",         "k2_horizon",              "kimi",           "kimi_k2",    "kimi_k3",              "mimo",
+    "muse",        "poolside_v1",     "qwen3",                   "qwen3-thinking", "minimax",    "minimax-append-think", "minimax-m3",
+    "nanbeige",    "step3",           "step3p5",                 "mistral",        "nemotron_3", "interns1",             "gemma4",
+    "inkling",     "cohere_command4", "granite_thinking_parser", "deepseek-v41",
+};
 
 /// The flags the lab knows: the ones BOOT builds, the recipe's EXTRA_SGLANG_ARGS and a few common ones.
 pub const table = [_]argp.Opt{
@@ -108,8 +133,8 @@ pub const table = [_]argp.Opt{
     .{ .name = "--cuda-graph-max-bs-decode", .kind = .int },
     .{ .name = "--random-seed", .kind = .int },
     .{ .name = "--enable-decoder-swa-bounded-replay", .kind = .flag },
-    .{ .name = "--tool-call-parser", .kind = .str },
-    .{ .name = "--reasoning-parser", .kind = .str },
+    .{ .name = "--tool-call-parser", .kind = .str, .choices = &tool_call_parsers },
+    .{ .name = "--reasoning-parser", .kind = .str, .choices = &reasoning_parsers },
     .{ .name = "--host", .kind = .str },
     .{ .name = "--port", .kind = .int },
     .{ .name = "--api-key", .kind = .str },

@@ -34,6 +34,12 @@
 //!   - the API server's KeyError (exit 1, the head only; api_server.py @0001948b `validate_api_server_args`):
 //!     "invalid tool call parser: X (chose from { ... })" with --enable-auto-tool-choice and "invalid reasoning
 //!     parser: X (chose from { ... })" for a name vLLM has not registered (`tool_parsers`, `reasoning_parsers`).
+//!   - ModelConfig's (exit 1, every node: the --headless worker builds the engine config too):
+//!     "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig" / "  Value error, Unknown
+//!     quantization method: X. Must be one of ['exl3', 'awq', ...]." for a --quantization the image does not list
+//!     (`quantization_methods`, `quantizationError`).
+//!   - the tokenizer registry's (exit 1, the head only): "ValueError: No tokenizer registered for tokenizer_mode='x'."
+//!     for a --tokenizer-mode it does not load (`tokenizer_modes`, `tokenizerModeError`).
 //!   - lab rules (exit 2): a node rank above 0 without --headless (it would serve an API of its own; MIAAI runs
 //!     every node but the head --headless), --headless on node 0, the model directory (as the native lab
 //!     engine checks it), the --hf-overrides engram_table_dir directory (MIAAI: "[ -d ${ENGRAM_MOUNT} ] ||
@@ -143,6 +149,56 @@ pub const reasoning_parsers = [_][]const u8{
     "step3p5",
 };
 
+/// QUANTIZATION_METHODS as the overlay image has it: vllm-project/vllm
+/// `vllm/model_executor/layers/quantization/__init__.py` @05d909563e1d1ada39a13b67e7b9a4cbca1d6a8e
+/// (`QUANTIZATION_METHODS: list[str] = list(get_args(QuantizationMethods))`, in the Literal's order) with `exl3` first, where
+/// MiaAI-Lab/DeepSeek-v4.1-Flash-EXL3-2x-DGX-Sparks Dockerfile @8828d0f42607cb1ca2d89a446a08d995ad9ff0f7 puts it ("Register
+/// EXL3 if this image's vLLM does not already list it": `QuantizationMethods = Literal[\n    "exl3",\n    "awq",\n`).
+/// The image's vLLM (0.1.dev20904+g179dd0fa9) is not public: its exact list is UNVERIFIED.
+pub const quantization_methods = [_][]const u8{
+    "exl3",         "awq",                "fp8",          "ptpc_fp8",       "fbgemm_fp8",  "fp_quant",     "modelopt",
+    "modelopt_fp4", "bitblas",            "gguf",         "gptq_marlin_24", "gptq_marlin", "gptq_bitblas", "awq_marlin",
+    "gptq",         "compressed-tensors", "bitsandbytes", "experts_int8",   "ipex",        "quark",        "moe_wna16",
+    "torchao",      "inc",                "mxfp4",        "mxfp8",          "petit_nvfp4", "cpu_awq",
+};
+
+/// The tokenizer modes vLLM loads: `auto` and `slow` (vllm-project/vllm `vllm/tokenizers/registry.py`
+/// @01746e2753c775e3f62856f2e26c66dc8a9720cb `resolve_tokenizer_args`: "slow" and "auto" become "hf" or "mistral"), the
+/// keys of that file's `_VLLM_TOKENIZERS`, and `deepseek_v41`, the recipe's, whose module `vllm/tokenizers/deepseek_v41.py`
+/// (@9c5b71639542eda95a0a3fa92e6802e4b4ecbdae) a later registry adds (no stored registry lists it: UNVERIFIED, as the image's
+/// own list).
+pub const tokenizer_modes = [_][]const u8{
+    "auto", "slow", "deepseek_v32", "deepseek_v4", "deepseek_v41", "fastokens", "grok2", "hf", "kimi_audio", "mistral", "qwen_vl",
+};
+
+/// ModelConfig (vllm-project/vllm `vllm/config/model.py`, the stored version with `quantization: QuantizationMethods | str |
+/// None`, store id 41172368, commit not shown: UNVERIFIED pin): `--quantization` is a free string to argparse
+/// (`vllm/engine/arg_utils.py` @99d7eb5 `literal_to_kwargs`: "If `type_hints` also contains `str`, we use `metavar` instead of
+/// `choices`"), lowercased (`validate_quantization_before`), then `_verify_quantization` in `__post_init__`: `raise
+/// ValueError(f"Unknown quantization method: {self.quantization}. Must be one of {supported_quantization}.")`, which pydantic
+/// reports as `ValidationError: 1 validation error for ModelConfig` / `  Value error, ... [type=value_error, ...]` (the shape
+/// vllm-project/vllm issue #26161 shows). Every node builds the engine config, the --headless worker too. null when known.
+pub fn quantizationError(arena: std.mem.Allocator, method: []const u8) !?[]const u8 {
+    const lower = try std.ascii.allocLowerString(arena, method);
+    if (isOneOf(lower, &quantization_methods)) return null;
+    var listed: std.ArrayList(u8) = .empty;
+    for (quantization_methods, 0..) |name, i| {
+        if (i > 0) try listed.appendSlice(arena, ", ");
+        try listed.print(arena, "'{s}'", .{name});
+    }
+    return try std.fmt.allocPrint(arena, "1 validation error for ModelConfig\n  Value error, Unknown quantization method: {s}. Must be one of [{s}]. [type=value_error, input_value=ArgsKwargs((), {{'model': ...}}), input_type=ArgsKwargs]", .{ lower, listed.items });
+}
+
+/// The API server loads the tokenizer (`vllm/tokenizers/registry.py` @01746e27 `get_tokenizer` ->
+/// `TokenizerRegistry.load_tokenizer_cls`: `raise ValueError(f"No tokenizer registered for {tokenizer_mode=!r}.")`) after
+/// ModelConfig lowercased the mode (`_lowercase_tokenizer_mode`); argparse takes any string (`TokenizerMode | str`,
+/// metavar only). The head only: a --headless node loads no tokenizer. null when registered.
+pub fn tokenizerModeError(arena: std.mem.Allocator, mode: []const u8) !?[]const u8 {
+    const lower = try std.ascii.allocLowerString(arena, mode);
+    if (isOneOf(lower, &tokenizer_modes)) return null;
+    return try std.fmt.allocPrint(arena, "No tokenizer registered for tokenizer_mode='{s}'.", .{lower});
+}
+
 fn isOneOf(name: []const u8, names: []const []const u8) bool {
     for (names) |n| if (std.mem.eql(u8, n, name)) return true;
     return false;
@@ -177,6 +233,19 @@ test "the parser lists are sorted as list_registered sorts them, and a typo is v
     const got = (try parserError(a, false, null, "deepseek_v4l")).?;
     try std.testing.expect(std.mem.startsWith(u8, got, "'invalid reasoning parser: deepseek_v4l (chose from { cohere_command3,cohere_command4,"));
     try std.testing.expect(std.mem.endsWith(u8, got, ",step3,step3p5 })'"));
+}
+
+test "an unknown quantization method or tokenizer mode is vLLM's error; the recipe's are known" {
+    var arena_state = std.heap.ArenaAllocator.init(std.testing.allocator);
+    defer arena_state.deinit();
+    const a = arena_state.allocator();
+    try std.testing.expectEqual(@as(?[]const u8, null), try quantizationError(a, "exl3"));
+    try std.testing.expectEqual(@as(?[]const u8, null), try quantizationError(a, "EXL3"));
+    const q = (try quantizationError(a, "exl2")).?;
+    try std.testing.expect(std.mem.indexOf(u8, q, "Value error, Unknown quantization method: exl2. Must be one of ['exl3', 'awq', 'fp8', ") != null);
+    try std.testing.expectEqual(@as(?[]const u8, null), try tokenizerModeError(a, "deepseek_v41"));
+    try std.testing.expectEqual(@as(?[]const u8, null), try tokenizerModeError(a, "Auto"));
+    try std.testing.expectEqualStrings("No tokenizer registered for tokenizer_mode='deepseek-v41'.", (try tokenizerModeError(a, "DeepSeek-V41")).?);
 }
 
 /// The arguments every node must share (a worker whose digest differs is refused).
@@ -387,6 +456,13 @@ pub fn main(init: std.process.Init) !u8 {
     const master = common.parseAddress("--master-addr", master_host, master_port);
     const rendezvous_timeout_ms: i64 = @intFromFloat(env.float("SIM_RENDEZVOUS_TIMEOUT_S", 600) * 1000);
 
+    // The head's API server checks its parser names first (setup_server), then every node builds the engine config
+    // (ModelConfig: --quantization), then the head's engine client loads the tokenizer (--tokenizer-mode).
+    if (!headless) if (try parserError(arena, p.flag("--enable-auto-tool-choice"), p.get("--tool-call-parser"), p.get("--reasoning-parser"))) |text|
+        pyError("KeyError", "{s}", .{text});
+    if (p.get("--quantization")) |method| if (try quantizationError(arena, method)) |text|
+        pyError("pydantic_core._pydantic_core.ValidationError", "{s}", .{text});
+
     if (headless) {
         log("headless worker: node {d} of {d}, joining the head at {s}:{d} (vLLM SIMULATOR)", .{ node_rank, nnodes, master_host, master_port });
         var follower: fabric.Follower = .{
@@ -400,9 +476,8 @@ pub fn main(init: std.process.Init) !u8 {
         follower.run();
     }
 
-    // The API server's own checks (setup_server, the head only; a --headless node starts no API server).
-    if (try parserError(arena, p.flag("--enable-auto-tool-choice"), p.get("--tool-call-parser"), p.get("--reasoning-parser"))) |text|
-        pyError("KeyError", "{s}", .{text});
+    if (p.get("--tokenizer-mode")) |mode| if (try tokenizerModeError(arena, mode)) |text|
+        pyError("ValueError", "{s}", .{text});
 
     var served: []const u8 = model_path;
     if (p.all("--served-model-name").len > 0) served = p.all("--served-model-name")[0];

@@ -194,6 +194,51 @@ def test_a_misspelled_parser_name_is_vllms_key_error_on_the_head(bins, inputs):
     assert "KeyError" not in done.stderr
 
 
+# vllm-project/vllm vllm/model_executor/layers/quantization/__init__.py @05d909563e1d1ada39a13b67e7b9a4cbca1d6a8e
+# (QuantizationMethods, in order) with the overlay's exl3 first (MiaAI Dockerfile @8828d0f4).
+QUANTIZATION_METHODS = [
+    "exl3", "awq", "fp8", "ptpc_fp8", "fbgemm_fp8", "fp_quant", "modelopt", "modelopt_fp4", "bitblas", "gguf",
+    "gptq_marlin_24", "gptq_marlin", "gptq_bitblas", "awq_marlin", "gptq", "compressed-tensors", "bitsandbytes",
+    "experts_int8", "ipex", "quark", "moe_wna16", "torchao", "inc", "mxfp4", "mxfp8", "petit_nvfp4", "cpu_awq",
+]
+
+
+def test_an_unknown_quantization_method_is_model_configs_error_on_every_node(bins, inputs):
+    """vllm/config/model.py _verify_quantization: argparse takes any string (QuantizationMethods | str), ModelConfig
+    lowercases it and refuses a method QUANTIZATION_METHODS does not list, as pydantic's ValidationError, exit 1; the
+    --headless worker builds the engine config too, so it dies the same way before it joins."""
+    model, engram = inputs
+    words = ("pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig\n"
+             "  Value error, Unknown quantization method: exl2. Must be one of "
+             f"[{', '.join(repr(m) for m in QUANTIZATION_METHODS)}]. [type=value_error")
+    for rank in (0, 1):
+        base = vllm_args(model, engram, rank, free_port(), free_port())
+        refused(run(bins, _replace(base, "--quantization", "exl2")), words, 1)
+    # the parser names are the head's API server's first check, before the engine config
+    head = _replace(_replace(vllm_args(model, engram, 0, free_port(), free_port()), "--quantization", "exl2"),
+                    "--reasoning-parser", "deepseek_v4l")
+    refused(run(bins, head), "KeyError: 'invalid reasoning parser: deepseek_v4l", 1)
+    # lowercased first: EXL3 is the overlay's exl3 (the head goes on and waits for its worker: SERVE_FAST's 3 s)
+    done = run(bins, _replace(vllm_args(model, engram, 0, free_port(), free_port()), "--quantization", "EXL3"))
+    assert done.returncode == 1 and "Timed out after 3 seconds waiting for clients" in done.stderr, done.stderr
+    assert "ValidationError" not in done.stderr
+
+
+def test_an_unregistered_tokenizer_mode_is_the_tokenizer_registrys_error_on_the_head(bins, inputs):
+    """vllm/tokenizers/registry.py @01746e27 load_tokenizer_cls: `ValueError: No tokenizer registered for
+    tokenizer_mode='...'` (the mode lowercased by ModelConfig) when the head's engine client loads the tokenizer,
+    exit 1; a --headless worker loads no tokenizer and joins as before."""
+    model, engram = inputs
+    refused(run(bins, _replace(vllm_args(model, engram, 0, free_port(), free_port()), "--tokenizer-mode",
+                               "DeepSeek-V41")),
+            "ValueError: No tokenizer registered for tokenizer_mode='deepseek-v41'.", 1)
+    mport = free_port()
+    worker = run(bins, _replace(vllm_args(model, engram, 1, mport, free_port()), "--tokenizer-mode", "deepseek-v41"),
+                 env={"SIM_RENDEZVOUS_TIMEOUT_S": "1"})
+    assert "No tokenizer registered" not in worker.stderr, worker.stderr
+    assert "headless worker: node 1 of 2" in worker.stderr, worker.stderr
+
+
 def test_a_worker_with_other_engine_arguments_is_refused(bins, inputs):
     model, engram = inputs
     mport, hport = free_port(), free_port()

@@ -158,6 +158,40 @@ def test_a_misspelled_backend_is_refused_as_argparse_refuses_it(sglang, node, en
     assert f'launch_server.py: error: {words}' in proc.stderr
 
 
+# sgl-project/sglang python/sglang/srt/function_call/parser_names.py @43a854243bded5504df4357cd3540beb839bf26e and
+# python/sglang/srt/parser/reasoning_parser_names.py @7dda59b24f8069b4561771e5ad51faefb832cdd2 plus the recipe's
+# deepseek-v41 (UNVERIFIED: no stored names list has it), in their order.
+TOOL_CALL_PARSERS = ', '.join([
+    'apertus2509', 'cohere_command4', 'deepseekv3', 'deepseekv31', 'deepseekv32', 'deepseekv4', 'deepseekv41', 'dots',
+    'glm', 'glm45', 'glm47', 'gpt-oss', 'k2_horizon', 'kimi_k2', 'kimi_k3', 'lfm2', 'ling3', 'llama3', 'mimo',
+    'minicpm5', 'mistral', 'muse', 'poolside_v1', 'pythonic', 'qwen', 'qwen25', 'qwen3_coder', 'spark25', 'step3',
+    'step3p5', 'minimax-m2', 'minimax-m3', 'nanbeige', 'trinity', 'interns1', 'hermes', 'hunyuan', 'gigachat3',
+    'gigachat35', 'gemma4', 'inkling',
+])
+REASONING_PARSERS = ', '.join([
+    'apertus2509', 'deepseek-r1', 'deepseek-v3', 'deepseek-v4', 'dots', 'glm45', 'ling3', 'hunyuan', 'gpt-oss',
+    'k2_horizon', 'kimi', 'kimi_k2', 'kimi_k3', 'mimo', 'muse', 'poolside_v1', 'qwen3', 'qwen3-thinking', 'minimax',
+    'minimax-append-think', 'minimax-m3', 'nanbeige', 'step3', 'step3p5', 'mistral', 'nemotron_3', 'interns1', 'gemma4',
+    'inkling', 'cohere_command4', 'granite_thinking_parser', 'deepseek-v41',
+])
+
+
+@pytest.mark.parametrize(('env', 'words'), [
+    ({'TOOL_CALL_PARSER': 'deepseek-v41'},
+     f"argument --tool-call-parser: invalid choice: 'deepseek-v41' (choose from {TOOL_CALL_PARSERS})"),
+    ({'REASONING_PARSER': 'deepseekv41'},
+     f"argument --reasoning-parser: invalid choice: 'deepseekv41' (choose from {REASONING_PARSERS})"),
+])
+def test_a_misspelled_parser_is_refused_as_argparse_refuses_it(sglang, node, env, words):
+    """boot.py passes --tool-call-parser deepseekv41 and --reasoning-parser deepseek-v41 (TOOL_CALL_PARSER and
+    REASONING_PARSER override them): server_args.py declares both with choices, so the other spelling of each stops
+    every rank in argparse's words; the shipped values serve (test_the_recipes_workers_then_rank_0_serve)."""
+    model, nccl = node
+    proc = run(sglang, 1, model, nccl, free_port(), free_port(), env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert f'launch_server.py: error: {words}' in proc.stderr
+
+
 def test_a_rank_beyond_the_nodes_is_refused(sglang, node):
     model, nccl = node
     proc = run(sglang, 4, model, nccl, free_port(), free_port())

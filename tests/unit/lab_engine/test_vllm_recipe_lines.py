@@ -46,6 +46,12 @@ def line(rank, model, engram, mport, hport, **serve):
 def test_the_recipes_worker_then_head_serve(vllm, tmp_path):
     model, engram = make_model(tmp_path / 'model'), make_engram(tmp_path / 'engram-src')
     mport, hport = free_port(), free_port()
+    # the names the lab engine checks against vLLM's registries (quantization on every node, tokenizer mode and parsers
+    # on the head): the recipe's must be among them, so both ranks serving below is their acceptance
+    args = line(0, model, engram, mport, hport)
+    for flag, value in (('--quantization', 'exl3'), ('--tokenizer-mode', 'deepseek_v41'),
+                        ('--tool-call-parser', 'deepseek_v41'), ('--reasoning-parser', 'deepseek_v41')):
+        assert args[args.index(flag) + 1] == value
     env = {**os.environ, **FAST}
     worker = subprocess.Popen([str(vllm), *line(1, model, engram, mport, free_port())], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
