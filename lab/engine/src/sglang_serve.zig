@@ -269,6 +269,7 @@ fn checkNccl(io: std.Io, arena: std.mem.Allocator, env: common.Env) void {
 }
 
 pub fn main(init: std.process.Init) !u8 {
+    common.exitOnTerm();
     const io = init.io;
     const arena = init.arena.allocator();
     const argv = try init.minimal.args.toSlice(arena);

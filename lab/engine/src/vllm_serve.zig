@@ -345,6 +345,7 @@ test "dotted options are one JSON object, as FlexibleArgumentParser makes them" 
 }
 
 pub fn main(init: std.process.Init) !u8 {
+    common.exitOnTerm();
     const io = init.io;
     const arena = init.arena.allocator();
     const args = try init.minimal.args.toSlice(arena);

@@ -103,6 +103,20 @@ def test_streaming_without_a_key_on_one_node(bins, inputs):
         stop(head)
 
 
+def test_sigterm_is_a_graceful_exit(bins, inputs):
+    """As PID 1 of its container the kernel drops a signal the program does not handle: `podman stop` waited its whole
+    --time and killed. vLLM's server (uvicorn) shuts down on SIGTERM; so does the lab's, with status 0 (the old
+    program, not PID 1 here, died of the signal: returncode -15)."""
+    hport = free_port()
+    head = start(bins, [inputs[0], "--port", str(hport), "--host", HOST, "--max-model-len", "4096"])
+    try:
+        assert wait_until(lambda: healthy(hport), 10)
+        head.terminate()
+        assert head.wait(timeout=10) == 0
+    finally:
+        stop(head)
+
+
 def test_the_head_fails_clearly_without_its_worker(bins, inputs):
     model, engram = inputs
     mport, hport = free_port(), free_port()

@@ -99,6 +99,28 @@ def test_the_recipes_workers_then_rank_0_serve(sglang, node):
     assert re.search(f'^Ready: API on port {port} \\(rank 0\\), no API key\\.$', log, re.MULTILINE), log
 
 
+def test_sigterm_is_a_graceful_exit(sglang, node):
+    """As PID 1 of its container the kernel drops a signal the program does not handle: `podman stop` waited its whole
+    --time and killed. SGLang's server (uvicorn) shuts down on SIGTERM; so does the lab's, with status 0 (the old
+    program, not PID 1 here, died of the signal: returncode -15)."""
+    model, nccl = node
+    dist, port = free_port(), free_port()
+    ranks = [start(sglang, rank, model, nccl, dist, free_port() if rank else port) for rank in (1, 2, 3, 0)]
+    try:
+        def up():
+            try:
+                return request(port, 'GET', '/health', timeout=2)[:1] == (200,)
+            except OSError:
+                return ranks[-1].poll() is not None
+        wait_until(up, 30)
+        assert ranks[-1].poll() is None, ranks[-1].stderr.read()
+        for rank in ranks:  # all at once: a rank left alone fails when it loses the others
+            rank.terminate()
+        assert [rank.wait(timeout=10) for rank in ranks] == [0, 0, 0, 0]
+    finally:
+        stop_procs(*ranks)
+
+
 @pytest.mark.parametrize(('env', 'words'), [
     ({'SIM_NCCL_PIP_SO': '{stock}'}, 'is a stock NCCL, which ignores NCCL_SWITCHLESS_RING_ONLY'),
     ({'NCCL_SWITCHLESS_RING_ONLY': '0'}, 'NCCL error: unhandled system error (ncclTransportTreeConnect'),
