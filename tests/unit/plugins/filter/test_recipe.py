@@ -562,7 +562,12 @@ def test_tfpy_recipe_follows_run_sh():
     assert r['memory']['gate_gib'] >= r['memory']['weights_gib_per_rank'] + r['memory']['boot_margin_gib']
     assert r['ready'] == {'path': '/health', 'json': True, 'models_path': '/v1/models', 'timeout_s': 1800}
     assert r['container']['entrypoint'] == 'tensorfold' and r['container']['api_key_env'] == 'TF_API_KEY'
-    assert (r['smoke']['prompt'], r['smoke']['answer']) == ('What is 17*19?', '323')
+    # smoke_chat.py @0495bf5 (sfxnz's vLLM sibling, whose probes the README says it takes unchanged)
+    assert (r['smoke']['prompt'], r['smoke']['answer']) == ('What is 17*19? Return only the integer.', '323')
+    # run.sh `-v "${TF_CACHE}/${TF_SHA}:/cache/tf"`: one kernel cache per engine commit (README: "A new `TF_SHA`
+    # starts a new cache")
+    assert r['container']['mounts'][1] == {'src': '{cache_dir}/' + r['engine']['commit'], 'dest': '/cache/tf',
+                                           'mode': 'rw', 'create': True}
     v = values(thinking_args=['--no-thinking'], mtp_drafts='5', top_p='1.0', max_tokens='4096', master='192.168.100.1',
                world='2', context='1048576', parallel='4', served_name='deepseek-ai/DeepSeek-V4.1-Flash',
                rendezvous_port='29571')
@@ -1014,12 +1019,14 @@ def test_tfpy_keeps_its_cuda_extension_cache_on_the_host():
     """sfxnz run.sh @38a06077: `-v "${TF_CACHE}/${TF_SHA}:/cache/tf"` with TORCH_EXTENSIONS_DIR, TRITON_CACHE_DIR and
     CUDA_CACHE_PATH under it; a --rm container without it compiles next to the loaded model on every start."""
     r = load(TFPY)
-    assert {'src': '{cache_dir}', 'dest': '/cache/tf', 'mode': 'rw', 'create': True} in r['container']['mounts']
+    assert {'src': '{cache_dir}/' + r['engine']['commit'], 'dest': '/cache/tf', 'mode': 'rw', 'create': True} \
+        in r['container']['mounts']
     assert all(r['launch']['env'][k].startswith('/cache/tf/')
                for k in ('TORCH_EXTENSIONS_DIR', 'TRITON_CACHE_DIR', 'CUDA_CACHE_PATH'))
     cmd = container_run(r['container'], 'n', 'i', '/e', [],
                         values={'model_dir': '/m', 'cache_dir': '/var/lib/sparkfold/engine-cache'})
-    assert '/var/lib/sparkfold/engine-cache:/cache/tf:rw' in cmd and f'/m:{SFX_SNAPSHOT}:ro' in cmd
+    assert f"/var/lib/sparkfold/engine-cache/{r['engine']['commit']}:/cache/tf:rw" in cmd
+    assert f'/m:{SFX_SNAPSHOT}:ro' in cmd
 
 
 TP4 = ROOT / 'roles' / 'recipe' / 'recipes' / 'dsv41-flash-tp4-zig.yml'
