@@ -185,8 +185,8 @@ def test_a_build_missing_on_the_controller_is_refused_before_anything_runs(node,
         (context / "Containerfile").unlink()
     variables = json.loads((node / "vars.json").read_text())
     variables["recipe_spec"]["inputs"]["first_start"]["image"] = "example/absent:1"
-    variables["recipe_spec"]["inputs"]["first_start"]["build"] = {"containerfile": str(context / "Containerfile"),
-                                                                "context": str(context)}
+    build = {"containerfile": str(context / "Containerfile"), "context": str(context)}
+    variables["recipe_spec"]["inputs"]["first_start"]["build"] = build
     (node / "vars.json").write_text(json.dumps(variables))
     out = converge(node, ok=False)
     containerfile = context / "Containerfile"
