@@ -21,6 +21,7 @@ Errors:
 
 from __future__ import annotations
 
+import copy
 import http.client
 import json
 import socket
@@ -113,6 +114,13 @@ class EngineClient:
         host = f"[{self.host}]" if ":" in self.host else self.host
         self.base_url = f"{self.scheme}://{host}:{self.port}{self.prefix}"
         self.address = f"{host}:{self.port}"
+
+    def without_key(self):
+        """A client of the same endpoint, timeout and model that sends no API key (to see whether the key is
+        enforced: an engine that serves /v1/ without it did not read the key it was given)."""
+        other = copy.copy(self)
+        other.api_key = None
+        return other
 
     # --- plumbing ---------------------------------------------------------------------------
     def _connection(self, timeout):

@@ -7,6 +7,7 @@
 time is up. /health is read as TensorFold, vLLM and llama.cpp answer it (the module
 sparkfold.cluster.engine_health documents the states); the :class:`Probe` keeps the last state, since
 when, and the state before a fatal or unavailable one. :class:`Final` is a state waiting cannot change.
+:meth:`Probe.read_key_enforced` asks a ready engine /v1/models without the API key it was given.
 """
 
 from __future__ import annotations
@@ -28,7 +29,22 @@ HINTS = {
     "timeout": "the engine accepts connections but does not answer: it may be wedged; look at its journal and "
                "restart it",
     "unauthorized": "set api_key to the key of the engine's --api-key-file",
+    "key_not_enforced": "its key variable or flag (the recipe's container.api_key_env or launch flag) is not read by "
+                        "this engine build, so anyone who reaches its port uses the API without a key; keep "
+                        "recipe_api_host on loopback or fix the recipe so that the engine reads the key",
+    "key_unknown": "an engine that enforces its key refuses a request without it (401 or 403); look at the engine's "
+                   "journal and run again",
 }
+
+# How an engine with API keys answers a /v1/ request without one:
+# - TensorFold: "Missing or invalid credentials return HTTP 401 ... All `/v1/*`, tokenization, metrics and their
+#   inference aliases require a key" (ashhart/TensorFold docs/api.md @01ecc8dc204d07484f98ded75a51d20d6515c188);
+# - vLLM: 401 {"error": "Unauthorized"} for every path under /v1 (vllm-project/vllm
+#   vllm/entrypoints/openai/server_utils.py @029329a8eded26d05ef8d4a302a6c9f318817dd8 AuthenticationMiddleware);
+# - SGLang: 401 {"error": "Unauthorized"} on a normal route, 403 {"error": "Forbidden"} on an admin route without an
+#   admin key; only /health*, /ready* and /metrics* stay open (sgl-project/sglang python/sglang/srt/utils/auth.py
+#   @0ce3659c2b55b6fb88c7b8ddf7401c61f8762c90 decide_request_auth).
+KEY_REFUSED = (401, 403)
 
 
 def _error_text(body):
@@ -148,6 +164,30 @@ class Probe:
                 f"engine with --name {served_name}"
             )
         return True
+
+
+    def read_key_enforced(self, timeout):
+        """Ask /v1/models once WITHOUT the API key (the engine is ready and answered it with the key).
+
+        True when the engine refuses it (401 or 403): the key is enforced. False when it serves it (200): the
+        engine did not read the key it was given. None for any other answer, or none: that proves nothing.
+        Sets the state (key_not_enforced, key_unknown) when it is not True.
+        """
+        client = self.client.without_key()
+        client.timeout = timeout
+        try:
+            resp = client.request("GET", "/v1/models")
+        except EngineError as exc:
+            self.set("key_unknown", f"could not tell whether the engine enforces the API key: {exc}")
+            return None
+        if resp.status in KEY_REFUSED:
+            return True
+        if resp.status == 200:
+            self.set("key_not_enforced", f"the engine at {client.base_url} served /v1/models without the API key")
+            return False
+        self.set("key_unknown", f"could not tell whether the engine enforces the API key: GET /v1/models without it "
+                                f"answered {resp.status}: {error_message(resp.text)}")
+        return None
 
 
 class Final(Exception):

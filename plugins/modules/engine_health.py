@@ -32,6 +32,11 @@ description:
   - >-
     An engine that wants an API key (401 or 403) and a served name the engine does not serve fail at once:
     waiting does not change them.
+  - >-
+    With O(api_key) (and O(api_key_check), on by default), once the engine is ready it asks C(/v1/models) once more,
+    without the key, and fails unless the engine refuses that (401 or 403): an engine that serves it did not read
+    the key it was given (a key variable or flag this engine build does not know), and its API is open to anyone who
+    reaches its port. Any other answer proves nothing and fails too. Without O(api_key) nothing more is asked.
   - Needs nothing beyond the Python standard library, so it runs with the system C(python3) of the node.
   - Read-only; never reports a change.
 author:
@@ -59,6 +64,17 @@ options:
         of O(wait) by more than 1 second.
     type: float
     default: 30.0
+  api_key_check:
+    description:
+      - >-
+        With O(api_key), once the engine is ready, ask C(/v1/models) without the key and fail unless the engine
+        refuses it with 401 or 403 (TensorFold, vLLM and SGLang refuse C(/v1/) requests without a key so). Returns
+        whether it did in RV(key_enforced). Has no effect without O(api_key).
+      - >-
+        V(false) only to probe an engine whose key is known not to matter here, for example to see whether an
+        engine runs at all.
+    type: bool
+    default: true
   chat_check:
     description:
       - Once ready, ask O(chat_question) (streamed, temperature 0, O(chat_fields) in the body) and fail unless
@@ -135,6 +151,10 @@ EXAMPLES = r"""
   register: probe
   failed_when: false
   no_log: true
+
+- name: Say whether the key is enforced (the probe asked /v1/models without it too)
+  ansible.builtin.debug:
+    msg: "{{ 'API key enforced' if probe.key_enforced else probe.state_detail }}"
 """
 
 RETURN = r"""
@@ -148,6 +168,8 @@ state:
     - The last state seen. V(ready); V(loading) (connection refused, or a 503 that says it is loading);
       V(fatal) (a 503 that reports an error); V(unavailable) (another error status); V(timeout) (no answer
       within O(timeout)); V(unauthorized) (401 or 403); V(wrong_model) (O(served_name) not listed);
+      V(key_not_enforced) (with O(api_key), C(/v1/models) answered without the key);
+      V(key_unknown) (with O(api_key), C(/v1/models) without the key answered neither 200 nor 401/403, or not at all);
       V(chat_failed) (the O(chat_check) answer was wrong or broke off).
   returned: always
   type: str
@@ -181,6 +203,15 @@ streams:
   returned: always
   type: dict
   sample: {decoding: 1, prefilling: 0, max: 4}
+key_enforced:
+  description:
+    - >-
+      With O(api_key) and O(api_key_check), once the engine was ready: V(true) when it refused C(/v1/models) without
+      the key (401 or 403), V(false) when it served it. Null without O(api_key), with O(api_key_check) V(false),
+      when the engine never became ready, or when the answer without the key proved nothing (state V(key_unknown)).
+  returned: always
+  type: bool
+  sample: true
 models:
   description: The model ids C(/v1/models) listed (empty when it was not reached).
   returned: always
@@ -242,6 +273,7 @@ def main():
             "wait": {"type": "int", "default": 0},
             "interval": {"type": "float", "default": 2.0},
             "timeout": {"type": "float", "default": 30.0},
+            "api_key_check": {"type": "bool", "default": True},
             "chat_check": {"type": "bool", "default": False},
             "chat_max_tokens": {"type": "int", "default": 256, "no_log": False},
             "chat_question": {"type": "str", "default": ARITHMETIC_QUESTION},
@@ -271,7 +303,8 @@ def main():
 
     start = time.monotonic()
     probe = Probe(client, p["url"])
-    result = {"changed": False, "ready": False, "ttft_s": None, "decode_tok_s": None, "reply": None}
+    result = {"changed": False, "ready": False, "key_enforced": None, "ttft_s": None, "decode_tok_s": None,
+              "reply": None}
 
     def finish(ok, msg=None):
         streams, note = health_streams(probe.health)
@@ -305,6 +338,14 @@ def main():
         if hint:
             msg += f"; {hint}"
         finish(False, msg)
+
+    # A key that is set must be enforced: an engine that serves /v1/ without it is open to whoever reaches its port.
+    # Asked before the chat, which would only load an engine open to anyone.
+    if p["api_key"] and p["api_key_check"]:
+        enforced = probe.read_key_enforced(p["timeout"])
+        result["key_enforced"] = enforced
+        if not enforced:
+            finish(False, f"{probe.detail}; {HINTS[probe.state]}")
 
     if p["chat_check"]:
         client.timeout = p["timeout"]

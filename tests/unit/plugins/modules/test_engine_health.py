@@ -118,10 +118,79 @@ def test_api_key(run, engine_bin, tmp_path):
     assert kind == "fail" and without["state"] == "unauthorized" and without["elapsed_s"] < 5
     assert "401 from /v1/models: the engine wants an API key (none given)" in without["msg"]
     assert "set api_key" in without["msg"]
-    assert without["health"] == {"status": "ok"}
+    assert without["health"] == {"status": "ok"} and without["key_enforced"] is None
     assert kind_key == "exit" and with_key["ready"] and with_key["health"] == {"status": "ok"}
     assert "lab-key" not in str(with_key) and with_key["reply"] == "17 * 23 = 391"
+    # the engine was asked /v1/models without the key too, and refused it: the key is enforced
+    assert with_key["key_enforced"] is True and with_key["state"] == "ready"
     assert kind_bad == "fail" and "refused the API key given" in bad["msg"]
+
+
+def key_ignoring_engine():
+    """An engine whose key variable was not read: it serves every route with or without a key."""
+    fake = FakeEngine()
+    fake.route("GET", "/health", lambda body, n: (200, tensorfold_health(1048576)))
+    fake.route("GET", "/v1/models", lambda body, n: (200, models_list("deepseek-v4.1-flash")))
+    fake.route("POST", "/v1/chat/completions", lambda body, n: (200, chat_chunks("17 * 23 = 391")))
+    return fake
+
+
+def models_calls(fake):
+    """The Authorization header of each GET /v1/models the fake answered, in order (None: none sent)."""
+    return [c[3].get("Authorization") for c in fake.calls if c[:2] == ("GET", "/v1/models")]
+
+
+def test_a_key_the_engine_ignores_fails(run):
+    # The tfpy recipe's engine most likely never reads TF_API_KEY: before, the key was sent, everything answered
+    # 200, and the probe passed while the API stood open to whoever reaches the port.
+    with key_ignoring_engine() as fake:
+        kind, result, _warnings = run({"url": fake.url, "api_key": "site-key", "served_name": "deepseek-v4.1-flash",
+                                       "chat_check": True})
+    assert kind == "fail" and result["ready"] is False
+    assert result["state"] == "key_not_enforced" and result["key_enforced"] is False
+    assert f"the engine at {fake.url} served /v1/models without the API key" in result["msg"]
+    assert "the recipe's container.api_key_env or launch flag" in result["msg"]
+    assert "keep recipe_api_host on loopback or fix the recipe" in result["msg"]
+    assert "site-key" not in str(result)
+    # asked with the key until ready, then once without it; no chat request to an engine open to anyone
+    assert models_calls(fake) == ["Bearer site-key", None]
+    assert not any(c[1] == "/v1/chat/completions" for c in fake.calls)
+
+
+def test_no_key_no_extra_request_and_the_check_can_be_turned_off(run):
+    with key_ignoring_engine() as fake:
+        kind, no_key, _warnings = run({"url": fake.url})
+        asked = len(models_calls(fake))
+        kind_off, off, _warnings = run({"url": fake.url, "api_key": "site-key", "api_key_check": False})
+    assert kind == "exit" and no_key["ready"] and no_key["key_enforced"] is None and asked == 1
+    assert kind_off == "exit" and off["ready"] and off["key_enforced"] is None
+    assert models_calls(fake) == [None, "Bearer site-key"]
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_a_refusal_without_the_key_means_enforced(run, status):
+    # vLLM and SGLang answer 401 {"error": "Unauthorized"} (vllm-project/vllm vllm/entrypoints/openai/server_utils.py
+    # @029329a8 AuthenticationMiddleware; sgl-project/sglang python/sglang/srt/utils/auth.py @0ce3659c, 403 for an
+    # admin route); 403 is taken as a refusal too. The fake answers the first (keyed) ask, refuses the second.
+    with FakeEngine() as fake:
+        fake.route("GET", "/health", lambda body, n: (200, ""))
+        fake.route("GET", "/v1/models", lambda body, n: (200, models_list("m")) if n == 1 else
+                   (status, {"error": "Unauthorized"}))
+        kind, result, _warnings = run({"url": fake.url, "api_key": "k"})
+    assert kind == "exit", result["msg"]
+    assert result["ready"] and result["key_enforced"] is True and models_calls(fake) == ["Bearer k", None]
+
+
+def test_another_answer_without_the_key_proves_nothing_and_fails(run):
+    with FakeEngine() as fake:
+        fake.route("GET", "/health", lambda body, n: (200, ""))
+        fake.route("GET", "/v1/models", lambda body, n: (200, models_list("m")) if n == 1 else
+                   (500, {"error": {"message": "internal error"}}))
+        kind, result, _warnings = run({"url": fake.url, "api_key": "k"})
+    assert kind == "fail" and result["ready"] is False
+    assert result["state"] == "key_unknown" and result["key_enforced"] is None
+    assert "could not tell whether the engine enforces the API key: GET /v1/models without it answered 500: " \
+           "internal error" in result["msg"]
 
 
 @pytest.mark.parametrize(
