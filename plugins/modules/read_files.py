@@ -18,6 +18,9 @@ description:
     M(ansible.builtin.slurp) and M(ansible.builtin.stat) tasks would read, in one module run instead of one per item.
   - A path that does not exist is no error (RV(files[path].exists) is false). A file larger than O(max_bytes), or one
     that cannot be read, fails the task naming it.
+  - For each of O(filesystem_paths), the filesystem that holds it (or its nearest existing parent, for a directory not
+    made yet) - its type, mount point and free space, what C(findmnt -T) and C(df) would show - in the same round
+    trip, in RV(filesystems).
   - Read-only; never reports a change.
 author:
   - sparkfold developers (@sparkfold)
@@ -46,6 +49,16 @@ options:
         M(ansible.builtin.find) of it (not recursing) would find, in the same round trip.
     type: bool
     default: false
+  filesystem_paths:
+    description:
+      - Absolute paths of which the filesystem is returned in RV(filesystems), keyed by each path as given. A path that
+        does not exist yet is measured at its nearest existing parent (RV(filesystems[path].measured_at)).
+      - The mount is the longest mount point of the kernel's mount table (C(/proc/self/mountinfo)) that holds the
+        measured path (links resolved); the free space is C(os.statvfs)'s blocks available to an unprivileged writer,
+        as C(df --output=avail) shows.
+    type: list
+    elements: str
+    default: []
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -77,9 +90,58 @@ EXAMPLES = r"""
   ansible.builtin.debug:
     msg: "{{ (read.files['/opt/sparkfold/engine/current/sparkfold-stamp.json'].content | from_json).build_id }}"
   when: read.files['/opt/sparkfold/engine/current/sparkfold-stamp.json'].exists
+
+- name: What the store is, which leftovers are there, and the filesystem that would hold the store
+  sparkfold.cluster.read_files:
+    paths: []
+    stat_paths:
+      - /srv/models
+      - /etc/exports.d/sparkfold.exports
+    filesystem_paths:
+      - /srv/models
+  register: store
+
+- name: Refuse a store with less than 400 GiB free
+  ansible.builtin.assert:
+    that: store.filesystems['/srv/models'].free_bytes >= 400 * 1024 ** 3
+    fail_msg: "{{ store.filesystems['/srv/models'].mount_point }} has too little free space"
 """
 
 RETURN = r"""
+filesystems:
+  description:
+    - One entry per path of O(filesystem_paths), keyed by the path as given; empty without O(filesystem_paths).
+  returned: always
+  type: dict
+  contains:
+    measured_at:
+      description: The path measured, the given path when it exists, else its nearest existing parent.
+      type: str
+    type:
+      description:
+        - The filesystem type as the kernel's mount table names it, C(type) or C(type.subtype) (C(ext4), C(overlay),
+          C(fuse.fuse-overlayfs), C(nfs4)).
+      type: str
+    mount_point:
+      description: Where that filesystem is mounted (octal escapes such as C(\040) decoded).
+      type: str
+    source:
+      description: The mount source (a device, a server's export, or what the filesystem names there, C(none)).
+      type: str
+    free_bytes:
+      description: Bytes free to an unprivileged writer (C(f_bavail * f_frsize)), as C(df --output=avail -B1).
+      type: int
+    size_bytes:
+      description: Size of the filesystem in bytes (C(f_blocks * f_frsize)).
+      type: int
+  sample:
+    /srv/models:
+      measured_at: /srv
+      type: ext4
+      mount_point: /
+      source: /dev/nvme0n1p2
+      free_bytes: 2968006750208
+      size_bytes: 3936820850688
 files:
   description: One entry per path of O(paths), keyed by the path as given.
   returned: always
@@ -133,6 +195,7 @@ files:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sparkfold.cluster.plugins.module_utils.filesystems import filesystems
 from ansible_collections.sparkfold.cluster.plugins.module_utils.node_files import read_entry
 
 
@@ -143,10 +206,12 @@ def main():
             stat_paths=dict(type="list", elements="str", default=[]),
             max_bytes=dict(type="int", default=1048576),
             list_directories=dict(type="bool", default=False),
+            filesystem_paths=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
     )
-    relative = [p for p in module.params["paths"] + module.params["stat_paths"] if not os.path.isabs(p)]
+    given = module.params["paths"] + module.params["stat_paths"] + module.params["filesystem_paths"]
+    relative = [p for p in given if not os.path.isabs(p)]
     if relative:
         module.fail_json(msg=f"paths must be absolute: {', '.join(relative)}")
     files, problems = {}, []
@@ -157,9 +222,12 @@ def main():
             problems.append(problem)
         else:
             files[path] = entry
+    found, fs_problems = filesystems(module.params["filesystem_paths"])
+    problems.extend(fs_problems)
     if problems:
-        module.fail_json(msg=f"cannot read {'; '.join(problems)} (run as root, or check the files)", files=files)
-    module.exit_json(changed=False, files=files)
+        module.fail_json(msg=f"cannot read {'; '.join(problems)} (run as root, or check the files)", files=files,
+                         filesystems=found)
+    module.exit_json(changed=False, files=files, filesystems=found)
 
 
 if __name__ == "__main__":

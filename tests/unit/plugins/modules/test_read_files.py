@@ -5,8 +5,11 @@ import grp
 import json
 import os
 import pwd
+import shutil
+import subprocess
 
 import pytest
+from ansible_collections.sparkfold.cluster.plugins.module_utils import filesystems
 from ansible_collections.sparkfold.cluster.plugins.modules import read_files
 
 from tests.unit.module_runner import module_runner
@@ -128,3 +131,73 @@ def test_a_relative_stat_path_is_refused(run):
     kind, result, _warnings = run({"paths": [], "stat_paths": ["bin/python"]})
     assert kind == "fail"
     assert result["msg"] == "paths must be absolute: bin/python"
+
+
+def _findmnt(path):
+    """(target, fstype) of findmnt -T, the command the storage role read before read_files did."""
+    found = subprocess.run(["findmnt", "-n", "-o", "TARGET,FSTYPE", "-T", str(path)], capture_output=True, text=True,
+                           check=True).stdout.split()
+    return found[0], found[1]
+
+
+@pytest.mark.skipif(not shutil.which("findmnt"), reason="findmnt (util-linux) is what the result is compared with")
+def test_filesystem_paths_measure_a_missing_path_at_its_nearest_existing_parent(run, tmp_path):
+    store = tmp_path / "srv" / "models"
+    (tmp_path / "srv").mkdir()
+    (tmp_path / "file").write_text("x")
+    kind, result, _warnings = run({"paths": [], "stat_paths": [str(store)],
+                                   "filesystem_paths": [str(store), str(tmp_path / "file")]})
+    assert kind == "exit" and result["changed"] is False
+    # the store is not there (stat_paths says so); its filesystem is measured at srv, which is
+    assert result["files"][str(store)] == {"exists": False, "type": "absent"}
+    fs = result["filesystems"][str(store)]
+    assert fs["measured_at"] == str(tmp_path / "srv")
+    assert (fs["mount_point"], fs["type"]) == _findmnt(tmp_path / "srv")
+    usage = os.statvfs(tmp_path / "srv")
+    assert fs["size_bytes"] == usage.f_blocks * usage.f_frsize
+    # free space moves while the test runs: within 64 MiB of what statvfs says now
+    assert abs(fs["free_bytes"] - usage.f_bavail * usage.f_frsize) < 64 * 1024 ** 2
+    assert 0 < fs["free_bytes"] <= fs["size_bytes"]
+    assert result["filesystems"][str(tmp_path / "file")]["measured_at"] == str(tmp_path / "file")
+    # without the option there are none
+    kind, result, _warnings = run({"paths": [str(tmp_path / "file")]})
+    assert result["filesystems"] == {}
+
+
+def test_filesystem_paths_take_the_longest_mount_with_escapes_decoded(run, tmp_path, monkeypatch):
+    # A mount table in the kernel's format where the store's parent is a mount point with a space in its name
+    # (written \040), below a mount of its parent and under a later mount of the same point (which hides it).
+    point = tmp_path / "my store"
+    (point / "models").mkdir(parents=True)
+    (tmp_path / "my storex").mkdir()
+    escaped = str(point).replace(" ", "\\040")
+    mountinfo = tmp_path / "mountinfo"
+    mountinfo.write_text(
+        "27 1 254:0 / / rw,relatime - ext4 /dev/vda rw\n"
+        f"60 27 0:50 / {tmp_path} rw,relatime shared:7 - tmpfs scratch\\040space rw\n"
+        f"61 60 0:51 / {escaped} rw,relatime shared:8 master:1 - xfs /dev/sdb1 rw\n"
+        f"62 61 0:52 / {escaped} rw,relatime - overlay overlay rw,lowerdir=/l\\040x,upperdir=/u\n")
+    monkeypatch.setattr(filesystems, "MOUNTINFO", str(mountinfo))
+    wanted = [str(point / "models" / "dsv41"), str(tmp_path / "my storex" / "models")]
+    kind, result, _warnings = run({"paths": [], "filesystem_paths": wanted})
+    assert kind == "exit", result
+    fs = result["filesystems"]
+    assert {k: fs[wanted[0]][k] for k in ("measured_at", "mount_point", "type", "source")} == {
+        "measured_at": str(point / "models"), "mount_point": str(point), "type": "overlay", "source": "overlay"}
+    # "my storex" only starts with the letters of the mount point "my store": it is on its parent's mount
+    assert {k: fs[wanted[1]][k] for k in ("measured_at", "mount_point", "type", "source")} == {
+        "measured_at": str(tmp_path / "my storex"), "mount_point": str(tmp_path), "type": "tmpfs",
+        "source": "scratch space"}
+
+
+def test_an_unreadable_mount_table_fails_naming_it(run, tmp_path, monkeypatch):
+    monkeypatch.setattr(filesystems, "MOUNTINFO", str(tmp_path / "no-mountinfo"))
+    kind, result, _warnings = run({"paths": [], "filesystem_paths": [str(tmp_path)]})
+    assert kind == "fail"
+    assert result["msg"] == (f"cannot read {tmp_path / 'no-mountinfo'}: No such file or directory"
+                             " (run as root, or check the files)")
+
+
+def test_a_relative_filesystem_path_is_refused(run):
+    kind, result, _warnings = run({"paths": [], "filesystem_paths": ["srv/models"]})
+    assert (kind, result["msg"]) == ("fail", "paths must be absolute: srv/models")
