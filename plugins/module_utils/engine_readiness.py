@@ -165,7 +165,6 @@ class Probe:
             )
         return True
 
-
     def read_key_enforced(self, timeout):
         """Ask /v1/models once WITHOUT the API key (the engine is ready and answered it with the key).
 
