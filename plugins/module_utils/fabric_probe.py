@@ -83,7 +83,10 @@ def listen(interfaces, host, cluster, seconds, interval=0.2, sysfs_root='/sys', 
     sockets = {}
     try:
         for interface in interfaces:
-            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETHERTYPE))
+            # Protocol 0: a packet socket made with a protocol reads every interface's frames until bind() narrows
+            # it to one, so a port could be credited with a frame another port heard (seen under load: a pulled
+            # cable's port "hearing" the other port's peer). bind() sets the interface and the protocol at once.
+            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
             sock.bind((interface, ETHERTYPE))
             sock.setblocking(False)
             sockets[sock] = (interface, encode(mac_of(sysfs_root, interface), host, interface, cluster))
@@ -116,11 +119,13 @@ def listen(interfaces, host, cluster, seconds, interval=0.2, sysfs_root='/sys', 
             ready, _w, _x = select.select(list(sockets), [], [], max(0.0, until - clock()))
             for sock in ready:
                 try:
-                    frame = sock.recv(2048)
+                    frame, address = sock.recvfrom(2048)
                 except OSError:
                     continue
-                seen = decode(frame, cluster)
                 here = sockets[sock][0]
+                if address[0] != here:  # the interface the kernel says the frame came in on (sockaddr_ll)
+                    continue
+                seen = decode(frame, cluster)
                 # a packet socket also reads what its own interface sends; this host's other port is a loop
                 if seen and (seen['host'], seen['interface']) != (host, here):
                     heard[here][(seen['host'], seen['interface'])] = seen

@@ -56,8 +56,8 @@ def test_listen_extends_while_a_port_is_silent_and_lingers_after_the_last_port_h
         def send(self, frame):
             sent.append(clock.now)
 
-        def recv(self, _size):
-            return self.pending.pop()
+        def recvfrom(self, _size):
+            return self.pending.pop(), ('enp1s0f0np0', fabric_probe.ETHERTYPE, 0, 0, b'')
 
         def close(self):
             pass
@@ -101,7 +101,8 @@ def fake_ports(monkeypatch, tmp_path, clock, inbox):
     socks = []
 
     class Sock:
-        def __init__(self, *_args):
+        def __init__(self, *args):
+            self.args = args
             self.name = None
             self.pending = []
             socks.append(self)
@@ -113,10 +114,11 @@ def fake_ports(monkeypatch, tmp_path, clock, inbox):
             pass
 
         def send(self, frame):
-            self.pending.append(frame)  # a packet socket reads what its own interface sends
+            self.pending.append((frame, self.name))  # a packet socket reads what its own interface sends
 
-        def recv(self, _size):
-            return self.pending.pop()
+        def recvfrom(self, _size):
+            frame, came_in_on = self.pending.pop()
+            return frame, (came_in_on, fabric_probe.ETHERTYPE, 0, 0, b'')
 
         def close(self):
             pass
@@ -125,11 +127,13 @@ def fake_ports(monkeypatch, tmp_path, clock, inbox):
         clock.now += max(timeout, 0.05)
         if clock.now >= 0.5:
             for sock in readers:
-                sock.pending.extend(inbox.pop(sock.name, []))
+                # inbox: interface -> frames, each (frame, the interface it came in on) or a frame of that interface
+                sock.pending.extend(f if isinstance(f, tuple) else (f, sock.name) for f in inbox.pop(sock.name, []))
         return [s for s in readers if s.pending], [], []
 
     monkeypatch.setattr(fabric_probe.socket, 'socket', Sock)
     monkeypatch.setattr(fabric_probe.select, 'select', select)
+    return socks
 
 
 def test_a_port_cabled_to_the_same_nodes_other_port_is_heard_as_a_loop(monkeypatch, tmp_path):
@@ -144,6 +148,21 @@ def test_a_port_cabled_to_the_same_nodes_other_port_is_heard_as_a_loop(monkeypat
     assert [(h['host'], h['interface']) for h in heard['enp1s0f1np1']] == [('spark-b', 'enp1s0f0np0')]
     # heard at 0.5 s, then announced 1 s more (linger), not the whole 4 s window
     assert 1.5 <= clock.now < 2.0
+
+
+def test_a_frame_of_another_interface_is_not_credited_to_this_port(monkeypatch, tmp_path):
+    """A packet socket made with a protocol reads every interface until bind() narrows it: CI's real-socket test saw
+    a pulled cable's port 'hear' the other port's peer. The socket is made with protocol 0 (it reads nothing until
+    bind sets interface and protocol together), and a frame the kernel says came in on another interface is dropped."""
+    clock = FakeClock()
+    peer = fabric_probe.encode(MAC, 'spark-b', 'enp1s0f1np1', 'lab')
+    inbox = {'enp1s0f0np0': [peer], 'enp1s0f1np1': [(peer, 'enp1s0f0np0')]}
+    socks = fake_ports(monkeypatch, tmp_path, clock, inbox)
+    heard = fabric_probe.listen(['enp1s0f0np0', 'enp1s0f1np1'], 'spark-a', 'lab', 1.0, sysfs_root=str(tmp_path),
+                                clock=clock, extend=0)
+    assert [(h['host'], h['interface']) for h in heard['enp1s0f0np0']] == [('spark-b', 'enp1s0f1np1')]
+    assert heard['enp1s0f1np1'] == []
+    assert all(sock.args[2] == 0 for sock in socks)
 
 
 def test_link_state_tells_a_pulled_cable_from_a_port_that_is_down(tmp_path):

@@ -97,7 +97,9 @@ def test_tiny_run_against_the_lab_engine(cluster, run, tmp_path):
 
     points = {p["streams"]: p for p in m["concurrency"]}
     assert all(p["completed"] == p["sent"] and p["garbled"] == 0 for p in points.values())
-    assert points[2]["aggregate_tok_s"] == pytest.approx(2 * points[1]["aggregate_tok_s"], rel=0.15)
+    # parallel=2: two streams decode together, so the aggregate is about twice one stream's (a serial engine: once).
+    # Load stretches one stream more than the other (CI beside molecule: 1.6x), so the bound sits between the two.
+    assert points[2]["aggregate_tok_s"] > 1.3 * points[1]["aggregate_tok_s"]
     # parallel=2: the third stream queues behind the first two, so 3 streams take two rounds.
     assert points[3]["wall_s"] > 1.7 * points[2]["wall_s"]
     assert points[3]["ttft_ms"]["max"] > 150
