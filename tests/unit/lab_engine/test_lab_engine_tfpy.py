@@ -52,13 +52,21 @@ def refused(done, text, status=2):
     assert text in done.stderr, done.stderr
 
 
-def test_rank1_then_rank0_serve(bins, tmp_path):
+def start_pair(bins, tmp_path):
+    """Rank 1, then rank 0, by run.sh's lines; returns (rank0, rank1, HTTP port) once rank 0 answers /health."""
     model = make_model(tmp_path / "model")
     mport, hport = free_port(), free_port()
     rank1 = start(bins, serve_args(model, 1, mport, 0))
     rank0 = start(bins, serve_args(model, 0, mport, hport))
+    if not wait_until(lambda: up(hport), 15):
+        stop(rank0, rank1)
+        pytest.fail(rank0.stderr.read() if rank0.poll() is not None else "no /health")
+    return rank0, rank1, hport
+
+
+def test_rank1_then_rank0_serve(bins, tmp_path):
+    rank0, rank1, hport = start_pair(bins, tmp_path)
     try:
-        assert wait_until(lambda: up(hport), 15), rank0.stderr.read() if rank0.poll() is not None else "no /health"
         status, health = request(hport, "GET", "/health")
         assert status == 200
         assert (health["ok"], health["backend"], health["context_length"]) == (True, "tensorfold", 65538)
@@ -80,12 +88,8 @@ def test_sigterm_is_a_graceful_exit(bins, tmp_path):
     """As PID 1 of its container the kernel drops a signal the program does not handle: `podman stop` waited its whole
     --time (30 s for the TP2 first start) and killed. The real engine's server exits on SIGTERM; so does the lab's,
     with status 0 (here, as no PID 1, the old program died of the signal: returncode -15)."""
-    model = make_model(tmp_path / "model")
-    mport, hport = free_port(), free_port()
-    rank1 = start(bins, serve_args(model, 1, mport, 0))
-    rank0 = start(bins, serve_args(model, 0, mport, hport))
+    rank0, rank1, _hport = start_pair(bins, tmp_path)
     try:
-        assert wait_until(lambda: up(hport), 15), rank0.stderr.read() if rank0.poll() is not None else "no /health"
         rank0.terminate()
         rank1.terminate()  # both at once: a rank left alone exits 1 when it loses the other
         assert (rank0.wait(timeout=10), rank1.wait(timeout=10)) == (0, 0)

@@ -140,14 +140,19 @@ def _listening(port, proc):
     return wait_until(up, 20) and proc.poll() is None
 
 
+def run_rank0_with(bins, tmp_path, **serve):
+    """Rank 0 run once by the recipe's line with serve settings changed, as the roles would render it."""
+    recipe = yaml.safe_load(RECIPE.read_text())
+    recipe['serve'].update(serve)
+    model = make_model(tmp_path / 'model')
+    return subprocess.run([str(bins / 'tensorfold'), *line(recipe, 0, model, free_port(), free_port())[1]],
+                          env=environment(recipe, 0), capture_output=True, text=True, timeout=20, check=False)
+
+
 def test_more_than_five_drafts_is_refused_by_the_check_and_by_the_engine(bins, tmp_path):
     with pytest.raises(AnsibleFilterError, match=re.escape('serve.mtp_drafts must be 0 to 5, got 6')):
         load(mtp_drafts=6)
-    recipe = yaml.safe_load(RECIPE.read_text())
-    recipe['serve']['mtp_drafts'] = 6
-    model = make_model(tmp_path / 'model')
-    done = subprocess.run([str(bins / 'tensorfold'), *line(recipe, 0, model, free_port(), free_port())[1]],
-                          env=environment(recipe, 0), capture_output=True, text=True, timeout=20, check=False)
+    done = run_rank0_with(bins, tmp_path, mtp_drafts=6)
     assert done.returncode == 2, done.stderr
     assert '--mtp-drafts 6: DSpark drafts at most 5 tokens a round' in done.stderr
 
@@ -176,10 +181,6 @@ def test_more_than_four_lanes_is_refused_by_the_check_and_by_the_engine(bins, tm
     (MAX_LANES)"; sfxnz/TensorFold cuda/lanes.py @2258b00d: `lanes: {slots} slots, 1 to {MAX_LANES}` (ValueError)."""
     with pytest.raises(AnsibleFilterError, match=re.escape('serve.parallel must be 1 to 4, got 5')):
         load(parallel=5)
-    recipe = yaml.safe_load(RECIPE.read_text())
-    recipe['serve']['parallel'] = 5
-    model = make_model(tmp_path / 'model')
-    done = subprocess.run([str(bins / 'tensorfold'), *line(recipe, 0, model, free_port(), free_port())[1]],
-                          env=environment(recipe, 0), capture_output=True, text=True, timeout=20, check=False)
+    done = run_rank0_with(bins, tmp_path, parallel=5)
     assert done.returncode == 1, done.stderr
     assert 'tensorfold: lanes: 5 slots, 1 to 4' in done.stderr
