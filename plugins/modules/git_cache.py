@@ -138,7 +138,8 @@ class GitCache:
         self.module, self.git, self.path, self.repo = module, git, path, repo
 
     def run(self, *args, cwd=None):
-        return self.module.run_command([self.git, *args], cwd=cwd, environ_update={"GIT_TERMINAL_PROMPT": "0"})
+        return self.module.run_command([self.git, *args], cwd=cwd,
+                                       environ_update={"GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"})
 
     def in_cache(self, *args):
         return self.run("-C", self.path, *args)

@@ -9,6 +9,7 @@ tree and .collections does not exist, so nothing is added.
 """
 
 import atexit
+import locale
 import os
 import shutil
 import sys
@@ -25,6 +26,23 @@ if os.path.isdir(_COLLECTIONS) and _COLLECTIONS not in sys.path:
     sys.path.insert(0, _COLLECTIONS)
 
 _FIXTURES_DIR = os.path.join(os.path.dirname(os.path.realpath(__file__)), "fixtures")
+
+
+@pytest.fixture(autouse=True)
+def _process_locale_kept():
+    """A test leaves the worker's locale as it found it.
+
+    AnsibleModule calls setlocale(LC_ALL, "") from the environment, so a module run in-process under a test's
+    LC_ALL=C left the worker reading text files as ASCII: a later test on the same worker then failed to read a
+    UTF-8 source file (CI, stop 35). Modules set a locale for the programs they run with environ_update instead.
+    """
+    before = locale.setlocale(locale.LC_CTYPE)
+    yield
+    after = locale.setlocale(locale.LC_CTYPE)
+    if after != before:
+        locale.setlocale(locale.LC_CTYPE, before)
+        pytest.fail(f"this test left the process locale changed (LC_CTYPE {before!r} -> {after!r}): set a locale for a "
+                    "program with run_command(environ_update=...), not in the test's environment")
 
 
 @pytest.fixture

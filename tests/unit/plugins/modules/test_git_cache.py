@@ -32,7 +32,6 @@ def _forget(repo):
 
 @pytest.fixture
 def run(monkeypatch):
-    monkeypatch.setenv("LC_ALL", "C")  # git's messages in English, as the tests read them
     return module_runner(monkeypatch, git_cache.main)
 
 
