@@ -184,7 +184,7 @@ mounts:
       description:
         - The mounts of the kernel's mount table at exactly that point, in its order (the last one is on top, what the
           path shows); empty when nothing is mounted there. Each has C(source), C(type), C(mount_point) and
-          C(options), the mount's own options then its superblock's not already there (C(findmnt)'s OPTIONS: an
+          C(options), the mount's own options then its superblock's not already there (as C(findmnt)'s OPTIONS; an
           NFS mount's C(proto=rdma) and C(port=) are among them).
       type: list
       elements: dict

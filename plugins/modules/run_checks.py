@@ -13,8 +13,8 @@ short_description: Run the own check programs of downloaded artifacts, all in on
 version_added: "0.1.0"
 description:
   - Runs each of O(checks) - a shell script shipped inside an artifact, such as a kernel kit's
-    C(tools/verify_kit.sh) - with O(interpreter), in the check's directory, and returns what each did as data:
-    whether its program is there at all, its exit status and the last lines of its output.
+    C(tools/verify_kit.sh) - with O(interpreter), in the check's directory, and returns what each did as data
+    (whether its program is there at all, its exit status and the last lines of its output).
   - A program that is not there is not run and is no error (RV(results[].missing)); a check that fails is no error
     either. The caller decides (the weights role refuses a failed check, and a missing program outside check
     mode).

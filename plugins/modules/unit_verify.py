@@ -12,12 +12,12 @@ module: unit_verify
 short_description: Verify systemd units with systemd-analyze and fail on what it says about them
 version_added: "0.1.0"
 description:
-  - Runs C(systemd-analyze verify --man=no UNIT...) once for all of O(units) and fails when it exits non-zero or
+  - "Runs C(systemd-analyze verify --man=no UNIT...) once for all of O(units) and fails when it exits non-zero or
     when any line of its messages names one of the units (O(match)). systemd-analyze prints what it ignores in a
     unit - an unknown key, a bad value - as a message naming the unit and the line
     (C(alias.service:7: Unknown key name 'MysteryKey' in section 'Service', ignoring.), the example of
     systemd/systemd man/systemd-analyze.xml @00186ef2f7f542f337aee372068f153be0a29d62), and such a unit would start
-    without that setting; so a message about one of these units is a failure whatever the exit status.
+    without that setting; so a message about one of these units is a failure whatever the exit status."
   - Messages about other units (those the verified ones pull in, the node's own) are returned in RV(messages) and
     do not fail the task.
   - Read-only; never reports a change, and verifies the same in check mode.
