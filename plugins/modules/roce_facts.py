@@ -241,8 +241,9 @@ gid_check:
 links:
   description:
     - One entry per link of O(links), in that order; each as given (C(interface), C(address), C(mtu), C(peer),
-      C(name), C(peer_interface)) with C(ping_ok), C(ping_detail) (the lines of ping's output that say why it failed, else empty),
-      C(route_dev) (the interface the kernel routes the address by, null when it has none) and C(route_error).
+      C(name), C(peer_interface)) with C(ping_ok), C(ping_detail) (the lines of ping's output that say why it
+      failed, else empty), C(route_dev) (the interface the kernel routes the address by, null when it has none)
+      and C(route_error).
   returned: always
   type: list
   elements: dict
