@@ -13,8 +13,8 @@ short_description: Verify systemd units with systemd-analyze and fail on what it
 version_added: "0.1.0"
 description:
   - "Runs C(systemd-analyze verify --man=no UNIT...) once for all of O(units) and fails when it exits non-zero or
-    when any line of its messages names one of the units (O(match)). systemd-analyze prints what it ignores in a
-    unit - an unknown key, a bad value - as a message naming the unit and the line
+    when any line of its messages (its standard error) names one of the units (O(match)). systemd-analyze prints
+    what it ignores in a unit - an unknown key, a bad value - as a message naming the unit and the line
     (C(alias.service:7: Unknown key name 'MysteryKey' in section 'Service', ignoring.), the example of
     systemd/systemd man/systemd-analyze.xml @00186ef2f7f542f337aee372068f153be0a29d62), and such a unit would start
     without that setting; so a message about one of these units is a failure whatever the exit status."
@@ -76,14 +76,14 @@ EXAMPLES = r"""
 
 RETURN = r"""
 problems:
-  description: The message lines that name one of the units (O(match)); empty when they verified clean.
+  description: The lines of its standard error that name one of the units (O(match)); empty when they verified clean.
   returned: always
   type: list
   elements: str
   sample:
     - "/etc/systemd/system/sparkfold-watchdog.service:9: Unknown key name 'OnFailurex' in section 'Unit', ignoring."
 messages:
-  description: Every line systemd-analyze printed, about these units or others.
+  description: Every line systemd-analyze printed (standard error, then standard output), about these units or others.
   returned: always
   type: list
   elements: str
@@ -129,12 +129,13 @@ def main():
         module.fail_json(msg="systemd-analyze is not on the PATH of this node: install systemd (it verifies units)")
     environ = {"SYSTEMD_UNIT_PATH": module.params["unit_path"]} if module.params["unit_path"] is not None else None
     rc, out, err = module.run_command([analyze, "verify", "--man=no", *units], environ_update=environ)
-    messages = [line.rstrip() for line in (err or "").splitlines() + (out or "").splitlines() if line.strip()]
-    problems = [line for line in messages if any(text in line for text in match)]
+    said = [line.rstrip() for line in (err or "").splitlines() if line.strip()]
+    messages = said + [line.rstrip() for line in (out or "").splitlines() if line.strip()]
+    problems = [line for line in said if any(text in line for text in match)]
     result = dict(changed=False, rc=rc, problems=problems, messages=messages)
     if rc != 0 or problems:
-        said = problems or messages[-5:] or [f"no message, exit status {rc}"]
-        module.fail_json(msg=f"systemd-analyze verify found problems in {', '.join(units)}: {' | '.join(said)};"
+        shown = problems or messages[-5:] or [f"no message, exit status {rc}"]
+        module.fail_json(msg=f"systemd-analyze verify found problems in {', '.join(units)}: {' | '.join(shown)};"
                              " fix the unit (its template or the variables it is rendered from) and run again",
                          **result)
     module.exit_json(**result)
