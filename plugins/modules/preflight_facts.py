@@ -25,7 +25,7 @@ options:
   controller_time:
     description:
       - The controller's clock when the task was sent (C("{{ now().timestamp() }}"), templated with the task's
-        arguments just before they go to the node), returned in RV(clock.controller) beside the node's readings.
+        arguments just before they go to the node), returned in RV(clock) as C(controller) beside the node's readings.
     type: float
   store_dir:
     description:
