@@ -348,7 +348,8 @@ def fake_net(tmp_path, monkeypatch):
 def test_links_are_pinged_with_a_full_frame_and_their_routes_asked(module_result, fixtures_dir, fake_net):
     # What the fabric role's verification judges (verify_problems.j2): a ping per directed link, the route of its
     # address, both as data in one round trip.
-    links = [{"interface": "enp1s0f1np1", "address": "192.168.100.12", "mtu": 9000, "peer": "spark-b", "name": "r0"},
+    links = [{"interface": "enp1s0f1np1", "address": "192.168.100.12", "mtu": 9000, "peer": "spark-b", "name": "r0",
+              "peer_interface": "enp1s0f1np1"},
              {"interface": "enP2p1s0f1np1", "address": "192.168.101.12", "mtu": 9000, "peer": "spark-b", "name": "r1"},
              {"interface": "enP2p1s0f1np1", "address": "192.168.109.12", "mtu": 9000, "peer": "spark-c"}]
     kind, result, _w = module_result({"sysfs_root": os.path.join(fixtures_dir, "sysfs", "spark-a"), "links": links,
