@@ -126,9 +126,9 @@ def read_addresses(run):
     return found, None
 
 
-def ping(run, item, timeout_s):
-    """One don't-fragment ping of ``size`` payload bytes to ``address`` through ``interface``."""
-    argv = ["ping", "-n", "-M", "do", "-s", str(item["size"]), "-c", "1", "-W", str(timeout_s),
+def ping(run, item, timeout_s, count=1):
+    """``count`` don't-fragment pings of ``size`` payload bytes to ``address`` through ``interface``."""
+    argv = ["ping", "-n", "-M", "do", "-s", str(item["size"]), "-c", str(count), "-W", str(timeout_s),
             "-I", item["interface"], item["address"]]
     rc, out, err = run(argv)
     why = [line.strip() for line in (out or "").splitlines() if _PING_LOSS_RE.search(line)]
@@ -136,12 +136,25 @@ def ping(run, item, timeout_s):
     return dict(item, ok=rc == 0, detail="" if rc == 0 else "; ".join(why) or f"ping exited {rc}")
 
 
-def ping_all(run, items, timeout_s):
+def ping_all(run, items, timeout_s, count=1):
     """Every ping at once (threads), in the order given."""
     if not items:
         return []
     with ThreadPoolExecutor(max_workers=min(8, len(items))) as pool:
-        return list(pool.map(lambda item: ping(run, item, timeout_s), items))
+        return list(pool.map(lambda item: ping(run, item, timeout_s, count), items))
+
+
+def route_dev(run, address):
+    """(interface, error): the interface the kernel routes ``address`` by (``ip -json route get``), or None and why."""
+    rc, out, err = run(["ip", "-json", "route", "get", address])
+    if rc != 0:
+        return None, f"ip route get {address} failed (rc {rc}): {_text(err or out)}"
+    try:
+        routes = json.loads(out or "[]")
+    except ValueError as exc:
+        return None, f"ip -json route get {address}: not JSON: {exc}"
+    dev = routes[0].get("dev") if routes and isinstance(routes[0], dict) else None
+    return dev, None if dev else f"ip route get {address} names no interface"
 
 
 def read_unit(run, unit, journal_lines):

@@ -137,6 +137,20 @@ def parse_gid(text, path="GID"):
     return addr.compressed, None
 
 
+# The error counters the fabric role judges, under <root>/class/infiniband/<dev>/ports/<n>/counters/
+# (torvalds/linux Documentation/ABI/stable/sysfs-class-infiniband @031616c434db05ce766f76c62865f55698e0924f).
+ERROR_COUNTERS = ("symbol_error", "link_downed", "link_error_recovery", "port_rcv_errors")
+
+
+def read_port_counters(sysfs_root, device, port="1", names=ERROR_COUNTERS):
+    """{name: value} of a port's counters (an int; None when the file is missing or holds no number), or None when
+    the device or the port does not exist."""
+    port_dir = os.path.join(sysfs_root, "class", "infiniband", device, "ports", str(port))
+    if not os.path.isdir(port_dir):
+        return None
+    return {name: parse_int(read_attr(os.path.join(port_dir, "counters", name))) for name in names}
+
+
 def read_gids(port_dir):
     """Return the non-empty GID table entries of one port, ordered by index."""
     gids = []

@@ -21,6 +21,8 @@ description:
   - For each of O(filesystem_paths), the filesystem that holds it (or its nearest existing parent, for a directory not
     made yet) - its type, mount point and free space, what C(findmnt -T) and C(df) would show - in the same round
     trip, in RV(filesystems).
+  - For each of O(mount_points), what the kernel has mounted exactly there and what C(/etc/fstab) mounts there - what
+    C(findmnt --kernel) and C(findmnt --fstab) with C(--mountpoint) would show - in RV(mounts).
   - Read-only; never reports a change.
 author:
   - sparkfold developers (@sparkfold)
@@ -59,6 +61,25 @@ options:
     type: list
     elements: str
     default: []
+  mount_points:
+    description:
+      - Absolute mount points of which RV(mounts) says what is mounted there, keyed by each path as given. A trailing
+        C(/) does not matter. The tables are O(mountinfo_path) and O(fstab_path); a node without fstab has no fstab
+        entries.
+    type: list
+    elements: str
+    default: []
+  mountinfo_path:
+    description:
+      - The kernel's mount table read for O(filesystem_paths) and O(mount_points). Point it at a copy to read another
+        machine's table, or in tests.
+    type: path
+    default: /proc/self/mountinfo
+  fstab_path:
+    description:
+      - The fstab read for O(mount_points). Point it at a copy to read another machine's, or in tests.
+    type: path
+    default: /etc/fstab
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -101,6 +122,17 @@ EXAMPLES = r"""
       - /srv/models
   register: store
 
+- name: What is mounted at the store's mount point of a worker, and what fstab would mount there
+  sparkfold.cluster.read_files:
+    paths: []
+    mount_points: [/srv/models]
+  register: mounted
+
+- name: The NFS mount carries proto=rdma
+  ansible.builtin.assert:
+    that: "'proto=rdma' in (mounted.mounts['/srv/models'].kernel | last).options"
+  when: mounted.mounts['/srv/models'].kernel | length > 0
+
 - name: Refuse a store with less than 400 GiB free
   ansible.builtin.assert:
     that: store.filesystems['/srv/models'].free_bytes >= 400 * 1024 ** 3
@@ -142,6 +174,38 @@ filesystems:
       source: /dev/nvme0n1p2
       free_bytes: 2968006750208
       size_bytes: 3936820850688
+mounts:
+  description:
+    - One entry per path of O(mount_points), keyed by the path as given; empty without O(mount_points).
+  returned: always
+  type: dict
+  contains:
+    kernel:
+      description:
+        - The mounts of the kernel's mount table at exactly that point, in its order (the last one is on top, what the
+          path shows); empty when nothing is mounted there. Each has C(source), C(type), C(mount_point) and
+          C(options), the mount's own options then its superblock's not already there (as C(findmnt)'s OPTIONS; an
+          NFS mount's C(proto=rdma) and C(port=) are among them).
+      type: list
+      elements: dict
+    fstab:
+      description:
+        - The lines of C(/etc/fstab) that mount at that point, in its order, each C(source), C(type) (null when the
+          line has none), C(mount_point) and C(options) (as written, C(_netdev) included).
+      type: list
+      elements: dict
+  sample:
+    /srv/models:
+      kernel:
+        - source: "10.77.0.1:/srv/models"
+          type: nfs4
+          mount_point: /srv/models
+          options: [rw, relatime, vers=4.2, proto=rdma, port=20049]
+      fstab:
+        - source: "10.77.0.1:/srv/models"
+          type: nfs
+          mount_point: /srv/models
+          options: [_netdev, proto=rdma, port=20049]
 files:
   description: One entry per path of O(paths), keyed by the path as given.
   returned: always
@@ -195,7 +259,12 @@ files:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.sparkfold.cluster.plugins.module_utils.filesystems import filesystems
+from ansible_collections.sparkfold.cluster.plugins.module_utils.filesystems import (
+    FSTAB,
+    MOUNTINFO,
+    filesystems,
+    mounted_at,
+)
 from ansible_collections.sparkfold.cluster.plugins.module_utils.node_files import read_entry
 
 
@@ -207,10 +276,14 @@ def main():
             max_bytes=dict(type="int", default=1048576),
             list_directories=dict(type="bool", default=False),
             filesystem_paths=dict(type="list", elements="str", default=[]),
+            mount_points=dict(type="list", elements="str", default=[]),
+            mountinfo_path=dict(type="path", default=MOUNTINFO),
+            fstab_path=dict(type="path", default=FSTAB),
         ),
         supports_check_mode=True,
     )
-    given = module.params["paths"] + module.params["stat_paths"] + module.params["filesystem_paths"]
+    given = (module.params["paths"] + module.params["stat_paths"] + module.params["filesystem_paths"]
+             + module.params["mount_points"])
     relative = [p for p in given if not os.path.isabs(p)]
     if relative:
         module.fail_json(msg=f"paths must be absolute: {', '.join(relative)}")
@@ -222,12 +295,15 @@ def main():
             problems.append(problem)
         else:
             files[path] = entry
-    found, fs_problems = filesystems(module.params["filesystem_paths"])
+    found, fs_problems = filesystems(module.params["filesystem_paths"], module.params["mountinfo_path"])
     problems.extend(fs_problems)
+    mounts, mount_problems = mounted_at(module.params["mount_points"], module.params["mountinfo_path"],
+                                        module.params["fstab_path"])
+    problems.extend(mount_problems)
     if problems:
         module.fail_json(msg=f"cannot read {'; '.join(problems)} (run as root, or check the files)", files=files,
-                         filesystems=found)
-    module.exit_json(changed=False, files=files, filesystems=found)
+                         filesystems=found, mounts=mounts)
+    module.exit_json(changed=False, files=files, filesystems=found, mounts=mounts)
 
 
 if __name__ == "__main__":

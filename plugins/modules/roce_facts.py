@@ -26,6 +26,10 @@ description:
     RV(ansible_facts.sparkfold_roce.rdma_available=false), empty RV(ansible_facts.sparkfold_roce.devices) and
     RV(ansible_facts.sparkfold_roce.ipv4_gids), and still lists the netdevs of C(class/net), so interface names
     can be checked on such a host too. Without C(class/net), RV(ansible_facts.sparkfold_roce.netdevs) is empty.
+  - With O(links), also sends don't-fragment pings of a full frame over each directed link, all at once, and asks
+    the kernel which interface routes each peer address (C(ip -json route get)), in the same round trip; with
+    O(counters), reads the error counters of port 1 of each named device. What they find is returned as data
+    (RV(links), RV(port_counters)); the caller judges it (the fabric role's verification).
   - Read-only; never reports a change.
 author:
   - sparkfold developers (@sparkfold)
@@ -68,6 +72,52 @@ options:
         description: Who uses the index, put in front of each problem about it (for example the engine and its source).
         type: str
         default: ""
+  links:
+    description:
+      - Directed fabric links to check from this node, each pinged with C(ping -n -M do -s <mtu - 28> -c
+        <ping_count> -W <ping_timeout_s> -I <interface> <address>) (a frame of exactly the MTU, 20 bytes of IPv4 and
+        8 of ICMP header around the payload, that must not be fragmented), all at once; and the route to each
+        address asked of the kernel.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      interface:
+        description: The interface the link leaves by.
+        type: str
+        required: true
+      address:
+        description: The peer's address on that link.
+        type: str
+        required: true
+      mtu:
+        description: The link's MTU.
+        type: int
+        required: true
+      peer:
+        description: The peer's name, returned with the result.
+        type: str
+      name:
+        description: The rail's name, returned with the result.
+        type: str
+      peer_interface:
+        description: The peer's interface on that link, returned with the result.
+        type: str
+  ping_count:
+    description: Pings sent over each of O(links); all must be answered.
+    type: int
+    default: 1
+  ping_timeout_s:
+    description: Seconds each ping of O(links) waits for its reply.
+    type: int
+    default: 2
+  counters:
+    description:
+      - RDMA devices whose port 1 error counters (C(symbol_error), C(link_downed), C(link_error_recovery),
+        C(port_rcv_errors)) are returned in RV(port_counters). A device that does not exist is left out.
+    type: list
+    elements: str
+    default: []
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
@@ -140,6 +190,19 @@ EXAMPLES = r"""
     msg: "{{ gids.gid_check.problems | join('; ') }}"
   when: gids.gid_check.problems | length > 0
 
+- name: Jumbo pings and routes over each directed link, and the error counters, in the same round trip
+  sparkfold.cluster.roce_facts:
+    links:
+      - {interface: enp1s0f1np1, address: 192.168.100.12, mtu: 9000, peer: spark-b, name: rail0}
+    ping_count: 3
+    counters: [rocep1s0f1]
+  register: live
+
+- name: Stop on a link whose jumbo ping failed
+  ansible.builtin.fail:
+    msg: "{{ item.peer }} via {{ item.interface }}: {{ item.ping_detail }}"
+  loop: "{{ live.links | rejectattr('ping_ok') | list }}"
+
 - name: Read a sysfs tree copied from another machine
   sparkfold.cluster.roce_facts:
     sysfs_root: /srv/captures/spark-b/sys
@@ -175,6 +238,26 @@ gid_check:
       type: list
       elements: str
       sample: []
+links:
+  description:
+    - One entry per link of O(links), in that order; each as given (C(interface), C(address), C(mtu), C(peer),
+      C(name), C(peer_interface)) with C(ping_ok), C(ping_detail) (the lines of ping's output that say why it
+      failed, else empty), C(route_dev) (the interface the kernel routes the address by, null when it has none)
+      and C(route_error).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - {interface: enp1s0f1np1, address: 192.168.100.12, mtu: 9000, peer: spark-b, name: rail0,
+       peer_interface: enp1s0f1np1, ping_ok: true, ping_detail: "", route_dev: enp1s0f1np1, route_error: null}
+port_counters:
+  description:
+    - For each device of O(counters) that exists, the error counters of its port 1 (an int, null when the kernel has
+      no such file).
+  returned: always
+  type: dict
+  sample:
+    rocep1s0f1: {symbol_error: 0, link_downed: 0, link_error_recovery: 0, port_rcv_errors: 0}
 ansible_facts:
   description: Facts to add to the host's variables.
   returned: always
@@ -262,11 +345,36 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
+from ansible_collections.sparkfold.cluster.plugins.module_utils.doctor_probe import ping_all, route_dev
 from ansible_collections.sparkfold.cluster.plugins.module_utils.roce import (
     SysfsError,
     check_gids,
     gather_roce_facts,
+    read_port_counters,
 )
+
+# An IPv4 header (20 bytes) and an ICMP echo header (8) around the payload: a payload of MTU - 28 fills the frame.
+IP_ICMP_HEADERS = 28
+
+
+def check_links(module, links, count, timeout_s):
+    """Each link with its ping's outcome and the interface the kernel routes its address by."""
+    if not links:
+        return []
+
+    def run(argv):
+        program = module.get_bin_path(argv[0])  # PATH, then the sbin directories
+        if program is None:
+            return 127, "", f"{argv[0]}: not found on PATH"
+        return module.run_command([program, *argv[1:]], environ_update={"LC_ALL": "C"})
+
+    pings = ping_all(run, [dict(link, size=link["mtu"] - IP_ICMP_HEADERS) for link in links], timeout_s, count)
+    checked = []
+    for link, pinged in zip(links, pings):
+        dev, error = route_dev(run, link["address"])
+        checked.append(dict(link, ping_ok=pinged["ok"], ping_detail=pinged["detail"], route_dev=dev,
+                            route_error=error))
+    return checked
 
 
 def main():
@@ -282,6 +390,22 @@ def main():
                     "why": {"type": "str", "default": ""},
                 },
             },
+            "links": {
+                "type": "list",
+                "elements": "dict",
+                "default": [],
+                "options": {
+                    "interface": {"type": "str", "required": True},
+                    "address": {"type": "str", "required": True},
+                    "mtu": {"type": "int", "required": True},
+                    "peer": {"type": "str"},
+                    "name": {"type": "str"},
+                    "peer_interface": {"type": "str"},
+                },
+            },
+            "ping_count": {"type": "int", "default": 1},
+            "ping_timeout_s": {"type": "int", "default": 2},
+            "counters": {"type": "list", "elements": "str", "default": []},
         },
         supports_check_mode=True,
     )
@@ -311,7 +435,21 @@ def main():
     for warning in warnings:
         module.warn(warning)
 
-    result = {"changed": False, "ansible_facts": {"sparkfold_roce": facts}}
+    small = [link["interface"] for link in module.params["links"] if link["mtu"] <= IP_ICMP_HEADERS]
+    if small:
+        module.fail_json(msg=f"links over {', '.join(small)} have an MTU of {IP_ICMP_HEADERS} or less: give each link's"
+                             " MTU (the rail's, 9000 for jumbo frames)")
+    if module.params["ping_count"] < 1 or module.params["ping_timeout_s"] < 1:
+        module.fail_json(msg="ping_count and ping_timeout_s must be at least 1")
+    counters = {}
+    for device in module.params["counters"]:
+        found = read_port_counters(sysfs_root, device)
+        if found is not None:
+            counters[device] = found
+    result = {"changed": False, "ansible_facts": {"sparkfold_roce": facts},
+              "links": check_links(module, module.params["links"], module.params["ping_count"],
+                                   module.params["ping_timeout_s"]),
+              "port_counters": counters}
     wanted = module.params["check_gids"]
     if wanted is not None:
         if wanted["index"] is not None and not 0 <= wanted["index"] <= 255:

@@ -442,3 +442,38 @@ def test_the_cable_check_pings_only_on_a_converged_ring_and_judges_each_ping():
                     fabric_ring_seen={"pings": pings}) == [
         "spark-b: jumbo ping (MTU 9000, don't fragment) to spark-c via enp1s0f0np0 failed: 1 packets transmitted, "
         "0 received, 100% packet loss"]
+
+
+def verify_problems(links, counters, lab=False):
+    """verify_problems.j2 over roce_facts' data: the rails' sysfs state as planned, and the given links and counters
+    (roce_facts' links and port_counters results)."""
+    netdevs = {rail["interface"]: {"mtu": 9000, "speed": 200000} for rail in PLAN}
+    devices = {rail["rdma_device"]: {"ports": {"1": {"state": "ACTIVE"}}} for rail in PLAN}
+    text = render("verify_problems.j2", ansible_facts={"sparkfold_roce": {"netdevs": netdevs, "devices": devices}},
+                  fabric_lab=lab, fabric_expected_speed_mbps=200000, fabric_max_port_errors=0,
+                  __fabric_live={"links": links, "port_counters": counters})
+    return yaml.safe_load(text or "") or []
+
+
+def checked_link(rail, **result):
+    """One entry of roce_facts' links result, a healthy one unless ``result`` says otherwise."""
+    return {"interface": rail["interface"], "address": rail["address"].replace(".2", ".1", 1), "mtu": 9000,
+            "peer": "spark-a", "name": rail["name"], "peer_interface": rail["interface"], "ping_ok": True,
+            "ping_detail": "", "route_dev": rail["interface"], "route_error": None, **result}
+
+
+def test_verify_problems_name_a_failed_ping_a_wrong_route_and_counters_above_the_limit():
+    assert verify_problems([checked_link(rail) for rail in PLAN],
+                           {"rocep1s0f1": {"symbol_error": 0, "link_downed": 0}}) == []
+    found = verify_problems(
+        [checked_link(PLAN[0], ping_ok=False, ping_detail="ping: local error: message too long, mtu=1500"),
+         checked_link(PLAN[1], route_dev=None, route_error="ip route get: Network is unreachable")],
+        {"rocep1s0f1": {"symbol_error": 7, "link_downed": 0, "port_rcv_errors": None}})
+    assert found == [
+        "spark-b: jumbo ping (MTU 9000, don't fragment) to spark-a via enp1s0f1np1 failed: ping: local error:"
+        " message too long, mtu=1500",
+        "spark-b: the route to spark-a on rail1 leaves by no interface, expected enP2p1s0f1np1",
+        "spark-b: symbol_error of rocep1s0f1 is 7 (above 0)",
+    ]
+    assert verify_problems([checked_link(PLAN[0], route_dev="enP7s7")], {}) == [
+        "spark-b: the route to spark-a on rail0 leaves by enP7s7, expected enp1s0f1np1"]

@@ -130,3 +130,48 @@ def test_an_export_of_a_symlink_to_clients_outside_the_rails_is_refused(tmp_path
     (tmp_path / "srv" / "models").mkdir()
     proc = _run(tmp_path, {"recipe_worker_store": "nfs"})
     assert proc.returncode == 0, proc.stdout[-4000:]
+
+
+CLIENT_PLAY = """
+- name: A worker that copies the store
+  hosts: sparks
+  gather_facts: false
+  module_defaults:
+    sparkfold.cluster.read_files:
+      mountinfo_path: {mountinfo}
+      fstab_path: {fstab}
+  tasks:
+    - name: Reach the export
+      ansible.builtin.include_role:
+        name: sparkfold.cluster.storage
+        tasks_from: client
+"""
+
+
+@pytest.mark.parametrize("left_in", ["mountinfo", "fstab"])
+def test_a_worker_that_copies_refuses_the_head_export_an_nfs_run_left_mounted_or_in_fstab(tmp_path, left_in):
+    # client.yml's copy block reads the kernel's mount table and fstab (read_files mount_points, as data) and stops
+    # on the head's export left at the store's mount point by either; with neither, it passes.
+    point = tmp_path / "srv" / "models"
+    tables = {"mountinfo": "27 1 254:0 / / rw - ext4 /dev/vda rw\n", "fstab": "UUID=1 / ext4 defaults 0 1\n"}
+    (tmp_path / "mountinfo").write_text(tables["mountinfo"])
+    (tmp_path / "fstab").write_text(tables["fstab"])
+    (tmp_path / "inventory.yml").write_text(
+        f"sparks:\n  hosts:\n    127.0.0.1:\n      ansible_connection: local\n"
+        f"      ansible_python_interpreter: {sys.executable}\n")
+    (tmp_path / "play.yml").write_text(CLIENT_PLAY.format(mountinfo=tmp_path / "mountinfo", fstab=tmp_path / "fstab"))
+    variables = ["-e", json.dumps({"recipe_worker_store": "copy", "storage_nfs_server": "kernel",
+                                   "storage_server_address": "10.77.0.1", "storage_export_dir": "/srv/models",
+                                   "storage_mount_point": str(point)})]
+    proc = run_playbook(tmp_path / "play.yml", tmp_path / "inventory.yml", tmp_path, variables)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    line = {"mountinfo": f"70 27 0:61 / {point} rw,relatime - nfs4 10.77.0.1:/srv/models rw,proto=rdma\n",
+            "fstab": f"10.77.0.1:/srv/models {point} nfs _netdev,proto=rdma 0 0\n"}[left_in]
+    (tmp_path / left_in).write_text(tables[left_in] + line)
+    proc = run_playbook(tmp_path / "play.yml", tmp_path / "inventory.yml", tmp_path, variables)
+    fatals = _fatals(proc.stdout)
+    assert proc.returncode == 2 and len(fatals) == 1, proc.stdout[-4000:]
+    assert fatals[0]["msg"] == (
+        f"127.0.0.1: recipe_worker_store is copy, so the head no longer exports /srv/models, but {point} is still"
+        " mounted (or in /etc/fstab) from 10.77.0.1:/srv/models: run `umount " + str(point) + "` and remove its"
+        " /etc/fstab line, then run again (the weights role makes the copy)")

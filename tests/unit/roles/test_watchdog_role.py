@@ -60,7 +60,8 @@ PLAY = """
 def head(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    analyze = '#!/bin/sh\necho "$@" >> "$FAKE_SYSTEMD_LOG"\n'
+    analyze = ('#!/bin/sh\necho "$@" >> "$FAKE_SYSTEMD_LOG"\n'
+               '[ -z "$FAKE_ANALYZE_SAYS" ] || echo "$FAKE_ANALYZE_SAYS" >&2\n')
     for name, body in (("systemctl", SYSTEMCTL), ("systemd-analyze", analyze)):
         path = bin_dir / name
         path.write_text(body)
@@ -73,7 +74,7 @@ def head(tmp_path):
     return tmp_path
 
 
-def run(head, args=(), **extra):
+def run(head, args=(), analyze_says="", **extra):
     root = head / "root"
     given = {
         "recipe_spec": {"name": "dsv41-flash-tp2-zig", "launch": {"order": "followers_first"}},
@@ -88,7 +89,9 @@ def run(head, args=(), **extra):
     proc = run_playbook(head / "play.yml", head / "inventory.yml", head, ["-e", json.dumps(given), *args],
                         env={"PATH": f"{head / 'bin'}{os.pathsep}{os.environ['PATH']}",
                              "FAKE_SYSTEMD_STATE": str(head / "systemd.json"),
-                             "FAKE_SYSTEMD_LOG": str(head / "systemd.log")})
+                             "FAKE_SYSTEMD_LOG": str(head / "systemd.log"), "FAKE_ANALYZE_SAYS": analyze_says})
+    if analyze_says:
+        return proc, root
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     return int(re.search(r"node\s+: ok=\d+\s+changed=(\d+) ", proc.stdout).group(1)), root
 
@@ -145,3 +148,18 @@ def test_turned_off_it_is_taken_away_once(head):
     assert not (root / "libexec" / "sparkfold-watchdog.py").exists()
     assert (root / "state").is_dir(), "the state (and its record of restarts) stays"
     assert run(head, watchdog_enabled=False)[0] == 0
+
+
+def test_a_unit_systemd_analyze_warns_about_stops_the_run_before_the_timer_starts(head):
+    # systemd-analyze exits 0 on a key it ignores; the message names the unit, so the run stops (unit_verify) and
+    # the timer is not started with a unit that lacks the setting.
+    service = head / "root" / "units" / "sparkfold-watchdog.service"
+    said = f"{service}:9: Unknown key name 'Xyz' in section 'Unit', ignoring."
+    proc, _root = run(head, analyze_says=said)
+    assert proc.returncode == 2, proc.stdout[-4000:]
+    assert f"systemd-analyze verify found problems in {service}" in proc.stdout
+    assert said in proc.stdout
+    assert not (head / "systemd.json").exists() or "sparkfold-watchdog.timer" not in (head / "systemd.json").read_text()
+    # a message about another unit does not
+    proc, _root = run(head, analyze_says="/lib/systemd/system/snapd.service:23: Unknown key name 'X', ignoring.")
+    assert proc.returncode == 0, proc.stdout[-4000:]

@@ -1,7 +1,8 @@
 # Copyright: (c) 2026, sparkfold developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The weights role's own check of an artifact (the kit's tools/verify_kit.sh) says its result in one line per node
-(issue 28: about 60 lines of registered result per node), with every result shown; and still refuses a failing kit.
+(issue 28: about 60 lines of registered result per node), with every result shown; and still refuses a failing kit,
+and a missing check program outside check mode (run_checks returns it as data, issue 24).
 
 Runs the role's two tasks (taken by name from roles/weights/tasks/main.yml, with the role's vars) on a local host.
 """
@@ -25,22 +26,22 @@ def _tasks():
     return [tasks[RUN], tasks[REFUSE]]
 
 
-def _run(tmp_path, rc):
+def _run(tmp_path, rc, args=()):
     kit = tmp_path / "kit" / "kit"
     (kit / "tools").mkdir(parents=True)
-    (kit / "tools" / "verify_kit.sh").write_text(VERIFY.format(last="kit OK" if rc == 0 else "rope table short",
-                                                               rc=rc))
+    if rc is not None:
+        (kit / "tools" / "verify_kit.sh").write_text(VERIFY.format(last="kit OK" if rc == 0 else "rope table short",
+                                                                   rc=rc))
     (tmp_path / "hosts.yml").write_text(json.dumps({"all": {"hosts": {"spark-a": {
         "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}}}))
     role_vars = yaml.safe_load((REPO / "roles" / "weights" / "vars" / "main.yml").read_text())
     play = [{"name": "The own check", "hosts": "all", "gather_facts": False,
-             "vars": {"weights_own_check_script": role_vars["weights_own_check_script"],
-                      "weights_own_check_missing_rc": role_vars["weights_own_check_missing_rc"],
+             "vars": {"weights_checked_artifacts": role_vars["weights_checked_artifacts"],
                       "weights_artifacts": [{"name": "kernel kit", "repo_id": "org/kit", "dir": str(tmp_path / "kit"),
                                              "verify_chdir": str(kit), "verify": ["tools/verify_kit.sh"]}]},
              "tasks": _tasks()}]
     (tmp_path / "play.yml").write_text(yaml.safe_dump(play, sort_keys=False))
-    return run_playbook(tmp_path / "play.yml", tmp_path / "hosts.yml", tmp_path,
+    return run_playbook(tmp_path / "play.yml", tmp_path / "hosts.yml", tmp_path, list(args),
                         env={"ANSIBLE_CALLBACK_RESULT_FORMAT": "yaml"})
 
 
@@ -56,3 +57,15 @@ def test_a_failing_kit_check_is_still_refused_with_its_last_line(tmp_path):
     proc = _run(tmp_path, 3)
     assert proc.returncode == 2, proc.stdout[-3000:]
     assert "failed (exit 3): rope table short" in proc.stdout
+
+
+def test_a_missing_check_program_is_refused_but_passes_in_check_mode(tmp_path):
+    # run_checks says the program is missing as data: a fresh pair in check mode has not downloaded the kit yet.
+    proc = _run(tmp_path, None, ["--check"])
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "ok: [spark-a] => (item=kernel kit: no check program)" in proc.stdout
+    proc = _run(tmp_path / "again", None)
+    assert proc.returncode == 2, proc.stdout[-3000:]
+    program = tmp_path / "again" / "kit" / "kit" / "tools" / "verify_kit.sh"
+    assert (f"spark-a: {program} does not exist after the download of org/kit: the recipe's kit.subdir or kit.verify"
+            " do not match that repository") in proc.stdout

@@ -10,7 +10,7 @@ MOUNTINFO = (
     "37 36 0:40 / /srv/a\\040b\\011c\\012d\\134e rw shared:2 master:1 propagate_from:3 unbindable - fuse.sshfs"
     " user@head:/srv\\040models rw\n"
     "\n"
-    "38 36 0:41 / /srv rw - nfs4 head:/srv rw,vers=4.2\n"
+    "38 36 0:41 / /srv rw - nfs4 head:/srv rw,vers=4.2,proto=rdma,port=20049\n"
 )
 
 
@@ -18,9 +18,13 @@ def test_every_mountinfo_line_is_parsed_with_its_escapes_decoded():
     mounts, problem = filesystems.parse_mountinfo(MOUNTINFO)
     assert problem is None
     assert mounts == [
-        {"mount_point": "/mnt2", "type": "ext3", "source": "/dev/root"},
-        {"mount_point": "/srv/a b\tc\nd\\e", "type": "fuse.sshfs", "source": "user@head:/srv models"},
-        {"mount_point": "/srv", "type": "nfs4", "source": "head:/srv"},
+        {"mount_point": "/mnt2", "type": "ext3", "source": "/dev/root",
+         "options": ["rw", "noatime", "errors=continue"]},
+        {"mount_point": "/srv/a b\tc\nd\\e", "type": "fuse.sshfs", "source": "user@head:/srv models",
+         "options": ["rw"]},
+        # the mount's own options, then the superblock's (where NFS keeps proto= and port=), rw once
+        {"mount_point": "/srv", "type": "nfs4", "source": "head:/srv",
+         "options": ["rw", "vers=4.2", "proto=rdma", "port=20049"]},
     ]
 
 
@@ -47,3 +51,45 @@ def test_a_link_to_nothing_is_measured_at_its_parent(tmp_path):
     (tmp_path / "store").symlink_to(tmp_path / "gone")
     assert filesystems.nearest_existing(str(tmp_path / "store" / "models")) == str(tmp_path)
     assert filesystems.nearest_existing("/") == "/"
+
+
+FSTAB = (
+    "# /etc/fstab: static file system information.\n"
+    "UUID=3e6b / ext4 defaults 0 1\n"
+    "\n"
+    "  10.77.0.1:/srv/models\t/srv/my\\040models  nfs  _netdev,proto=rdma,port=20049 0 0\n"
+    "tmpfs /scratch\n"
+    "lonely\n"
+)
+
+
+def test_fstab_entries_are_parsed_with_their_escapes_decoded():
+    assert filesystems.parse_fstab(FSTAB) == [
+        {"source": "UUID=3e6b", "mount_point": "/", "type": "ext4", "options": ["defaults"]},
+        {"source": "10.77.0.1:/srv/models", "mount_point": "/srv/my models", "type": "nfs",
+         "options": ["_netdev", "proto=rdma", "port=20049"]},
+        {"source": "tmpfs", "mount_point": "/scratch", "type": None, "options": []},
+    ]
+
+
+def test_mounted_at_names_what_the_kernel_and_fstab_mount_exactly_there(tmp_path):
+    (tmp_path / "mountinfo").write_text(
+        MOUNTINFO + "39 38 0:42 / /srv/my\\040models rw,relatime - nfs4 10.77.0.1:/srv/models rw,proto=rdma\n")
+    (tmp_path / "fstab").write_text(FSTAB)
+    found, problems = filesystems.mounted_at(["/srv/my models", "/srv/", "/srv/other"], str(tmp_path / "mountinfo"),
+                                             str(tmp_path / "fstab"))
+    assert problems == []
+    assert [m["source"] for m in found["/srv/my models"]["kernel"]] == ["10.77.0.1:/srv/models"]
+    assert found["/srv/my models"]["kernel"][0]["options"] == ["rw", "relatime", "proto=rdma"]
+    assert [m["source"] for m in found["/srv/my models"]["fstab"]] == ["10.77.0.1:/srv/models"]
+    # a mount point given with a trailing slash is the same point; one that holds nothing has empty lists
+    assert [m["source"] for m in found["/srv/"]["kernel"]] == ["head:/srv"] and found["/srv/"]["fstab"] == []
+    assert found["/srv/other"] == {"kernel": [], "fstab": []}
+
+
+def test_mounted_at_without_fstab_has_no_entries_and_without_a_mount_table_a_problem(tmp_path):
+    (tmp_path / "mountinfo").write_text(MOUNTINFO)
+    found, problems = filesystems.mounted_at(["/srv"], str(tmp_path / "mountinfo"), str(tmp_path / "no-fstab"))
+    assert problems == [] and found["/srv"]["fstab"] == [] and len(found["/srv"]["kernel"]) == 1
+    found, problems = filesystems.mounted_at(["/srv"], str(tmp_path / "no-mountinfo"), str(tmp_path / "fstab"))
+    assert found == {} and problems == [f"{tmp_path / 'no-mountinfo'}: No such file or directory"]

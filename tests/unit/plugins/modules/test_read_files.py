@@ -9,7 +9,6 @@ import shutil
 import subprocess
 
 import pytest
-from ansible_collections.sparkfold.cluster.plugins.module_utils import filesystems
 from ansible_collections.sparkfold.cluster.plugins.modules import read_files
 
 from tests.unit.module_runner import module_runner
@@ -164,7 +163,7 @@ def test_filesystem_paths_measure_a_missing_path_at_its_nearest_existing_parent(
     assert result["filesystems"] == {}
 
 
-def test_filesystem_paths_take_the_longest_mount_with_escapes_decoded(run, tmp_path, monkeypatch):
+def test_filesystem_paths_take_the_longest_mount_with_escapes_decoded(run, tmp_path):
     # A mount table in the kernel's format where the store's parent is a mount point with a space in its name
     # (written \040), below a mount of its parent and under a later mount of the same point (which hides it).
     point = tmp_path / "my store"
@@ -177,9 +176,8 @@ def test_filesystem_paths_take_the_longest_mount_with_escapes_decoded(run, tmp_p
         f"60 27 0:50 / {tmp_path} rw,relatime shared:7 - tmpfs scratch\\040space rw\n"
         f"61 60 0:51 / {escaped} rw,relatime shared:8 master:1 - xfs /dev/sdb1 rw\n"
         f"62 61 0:52 / {escaped} rw,relatime - overlay overlay rw,lowerdir=/l\\040x,upperdir=/u\n")
-    monkeypatch.setattr(filesystems, "MOUNTINFO", str(mountinfo))
     wanted = [str(point / "models" / "dsv41"), str(tmp_path / "my storex" / "models")]
-    kind, result, _warnings = run({"paths": [], "filesystem_paths": wanted})
+    kind, result, _warnings = run({"paths": [], "filesystem_paths": wanted, "mountinfo_path": str(mountinfo)})
     assert kind == "exit", result
     fs = result["filesystems"]
     assert {k: fs[wanted[0]][k] for k in ("measured_at", "mount_point", "type", "source")} == {
@@ -190,9 +188,9 @@ def test_filesystem_paths_take_the_longest_mount_with_escapes_decoded(run, tmp_p
         "source": "scratch space"}
 
 
-def test_an_unreadable_mount_table_fails_naming_it(run, tmp_path, monkeypatch):
-    monkeypatch.setattr(filesystems, "MOUNTINFO", str(tmp_path / "no-mountinfo"))
-    kind, result, _warnings = run({"paths": [], "filesystem_paths": [str(tmp_path)]})
+def test_an_unreadable_mount_table_fails_naming_it(run, tmp_path):
+    kind, result, _warnings = run({"paths": [], "filesystem_paths": [str(tmp_path)],
+                                   "mountinfo_path": str(tmp_path / "no-mountinfo")})
     assert kind == "fail"
     assert result["msg"] == (f"cannot read {tmp_path / 'no-mountinfo'}: No such file or directory"
                              " (run as root, or check the files)")
@@ -201,3 +199,24 @@ def test_an_unreadable_mount_table_fails_naming_it(run, tmp_path, monkeypatch):
 def test_a_relative_filesystem_path_is_refused(run):
     kind, result, _warnings = run({"paths": [], "filesystem_paths": ["srv/models"]})
     assert (kind, result["msg"]) == ("fail", "paths must be absolute: srv/models")
+
+
+def test_mount_points_name_the_kernel_mount_with_its_options_and_the_fstab_line(run, tmp_path):
+    # What storage's client.yml checks on a worker: the head's export mounted at the store (its superblock carries
+    # proto=rdma), and fstab's line for it; the kernel's later mount on the same point is the one on top.
+    (tmp_path / "mountinfo").write_text(
+        "27 1 254:0 / / rw,relatime - ext4 /dev/vda rw\n"
+        "70 27 0:60 / /srv/models rw,relatime - tmpfs tmpfs rw\n"
+        "71 70 0:61 / /srv/models rw,relatime - nfs4 10.77.0.1:/srv/models rw,vers=4.2,proto=rdma,port=20049\n")
+    (tmp_path / "fstab").write_text("UUID=1 / ext4 defaults 0 1\n10.77.0.1:/srv/models /srv/models nfs _netdev 0 0\n")
+    tables = {"mountinfo_path": str(tmp_path / "mountinfo"), "fstab_path": str(tmp_path / "fstab")}
+    kind, result, _warnings = run({"paths": [], "mount_points": ["/srv/models", "/mnt"], **tables})
+    assert kind == "exit" and result["changed"] is False
+    top = result["mounts"]["/srv/models"]["kernel"][-1]
+    assert (top["source"], top["type"]) == ("10.77.0.1:/srv/models", "nfs4")
+    assert top["options"] == ["rw", "relatime", "vers=4.2", "proto=rdma", "port=20049"]
+    assert [m["source"] for m in result["mounts"]["/srv/models"]["fstab"]] == ["10.77.0.1:/srv/models"]
+    assert result["mounts"]["/mnt"] == {"kernel": [], "fstab": []}
+    # a relative mount point is refused; without the option there are no mounts
+    assert run({"paths": [], "mount_points": ["srv/models"]})[1]["msg"] == "paths must be absolute: srv/models"
+    assert run({"paths": []})[1]["mounts"] == {}

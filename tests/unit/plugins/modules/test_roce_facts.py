@@ -311,3 +311,83 @@ def test_without_check_gids_there_is_no_gid_check(module_result, fixtures_dir):
     kind, result, _warnings = module_result({"sysfs_root": os.path.join(fixtures_dir, "sysfs", "spark-a")})
     assert kind == "exit"
     assert "gid_check" not in result
+
+
+FAKE_PING = """#!/bin/sh
+echo "ping $*" >> "$FAKE_NET_LOG"
+case "$*" in
+  *192.168.100.12*) echo "PING 192.168.100.12 8972(9000) bytes of data."
+    echo "3 packets transmitted, 3 received, 0% packet loss"; exit 0;;
+  *) echo "ping: local error: message too long, mtu=1500"
+    echo "3 packets transmitted, 0 received, +3 errors, 100% packet loss"; exit 1;;
+esac
+"""
+
+FAKE_IP = """#!/bin/sh
+echo "ip $*" >> "$FAKE_NET_LOG"
+case "$*" in
+  *192.168.100.12*) echo '[{"dst":"192.168.100.12","dev":"enp1s0f1np1","prefsrc":"192.168.100.11","uid":0}]';;
+  *192.168.101.12*) echo '[{"dst":"192.168.101.12","gateway":"10.0.0.1","dev":"enP7s7","uid":0}]';;
+  *) echo "RTNETLINK answers: Network is unreachable" >&2; exit 2;;
+esac
+"""
+
+
+@pytest.fixture
+def fake_net(tmp_path, monkeypatch):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in (("ping", FAKE_PING), ("ip", FAKE_IP)):
+        (bin_dir / name).write_text(body)
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.setenv("FAKE_NET_LOG", str(tmp_path / "net.log"))
+    return tmp_path / "net.log"
+
+
+def test_links_are_pinged_with_a_full_frame_and_their_routes_asked(module_result, fixtures_dir, fake_net):
+    # What the fabric role's verification judges (verify_problems.j2): a ping per directed link, the route of its
+    # address, both as data in one round trip.
+    links = [{"interface": "enp1s0f1np1", "address": "192.168.100.12", "mtu": 9000, "peer": "spark-b", "name": "r0",
+              "peer_interface": "enp1s0f1np1"},
+             {"interface": "enP2p1s0f1np1", "address": "192.168.101.12", "mtu": 9000, "peer": "spark-b", "name": "r1"},
+             {"interface": "enP2p1s0f1np1", "address": "192.168.109.12", "mtu": 9000, "peer": "spark-c"}]
+    kind, result, _w = module_result({"sysfs_root": os.path.join(fixtures_dir, "sysfs", "spark-a"), "links": links,
+                                      "ping_count": 3, "ping_timeout_s": 2})
+    assert kind == "exit", result
+    first, second, third = result["links"]
+    assert first == dict(links[0], ping_ok=True, ping_detail="", route_dev="enp1s0f1np1", route_error=None)
+    assert second["ping_ok"] is False
+    assert second["ping_detail"] == ("ping: local error: message too long, mtu=1500; 3 packets transmitted, 0 received,"
+                                     " +3 errors, 100% packet loss")
+    assert (second["route_dev"], second["route_error"]) == ("enP7s7", None)
+    assert third["route_dev"] is None and "Network is unreachable" in third["route_error"]
+    assert third["name"] is None and third["peer_interface"] is None
+    log = fake_net.read_text()
+    assert "ping -n -M do -s 8972 -c 3 -W 2 -I enp1s0f1np1 192.168.100.12" in log
+    assert "ip -json route get 192.168.100.12" in log
+    # no links: no command at all
+    fake_net.unlink()
+    kind, result, _w = module_result({"sysfs_root": os.path.join(fixtures_dir, "sysfs", "spark-a")})
+    assert (result["links"], result["port_counters"]) == ([], {}) and not fake_net.exists()
+
+
+def test_counters_of_port_1_are_read_and_a_missing_device_left_out(module_result, fixtures_dir, tmp_path):
+    import shutil
+
+    root = tmp_path / "sys"
+    shutil.copytree(os.path.join(fixtures_dir, "sysfs", "spark-a"), root, symlinks=True)
+    counters = root / "class" / "infiniband" / "rocep1s0f1" / "ports" / "1" / "counters"
+    counters.mkdir(exist_ok=True)
+    for name, value in (("symbol_error", "0"), ("link_downed", "2"), ("link_error_recovery", "0")):
+        (counters / name).write_text(value + "\n")
+    kind, result, _w = module_result({"sysfs_root": str(root), "counters": ["rocep1s0f1", "mlx5_9"]})
+    assert kind == "exit", result
+    assert result["port_counters"] == {"rocep1s0f1": {"symbol_error": 0, "link_downed": 2, "link_error_recovery": 0,
+                                                      "port_rcv_errors": None}}
+
+
+def test_a_link_without_a_real_mtu_is_refused(module_result, fixtures_dir):
+    kind, result, _w = module_result({"sysfs_root": os.path.join(fixtures_dir, "sysfs", "spark-a"),
+                                      "links": [{"interface": "enp1s0f1np1", "address": "192.168.100.12", "mtu": 0}]})
+    assert kind == "fail" and result["msg"].startswith("links over enp1s0f1np1 have an MTU of 28 or less")
