@@ -1053,10 +1053,11 @@ def test_readiness_follows_each_recipes_source():
     """TP4 serve.sh @6033ea48: /v1/models lists the name, then a 4-token chat, thinking off; SGLang start.sh @e0985205:
     boot.py's banner after its smoke test and warm-up; a head that skips the smoke (SKIP_SMOKE=1) is /health alone."""
     tp4, ring, tp2 = load(TP4), load(RING), load(TP2)
+    # The waits the sources give (informational): serve.sh's 240 x 5 s, start.sh's READY_TIMEOUT 360 x 10 s.
     assert tp4['ready'] == {'path': '/health', 'models_path': '/v1/models',
                             'chat': {'prompt': 'Say OK.', 'max_tokens': 4,
-                                     'chat_template_kwargs': {'enable_thinking': False}}}
-    assert ring['ready'] == {'path': '/health', 'log_line': '^Ready: API on port {port}'}
+                                     'chat_template_kwargs': {'enable_thinking': False}}, 'timeout_s': 1200}
+    assert ring['ready'] == {'path': '/health', 'log_line': '^Ready: API on port {port}', 'timeout_s': 3600}
     assert recipe_problems(ring) == []
     ring['ready'].pop('log_line')
     ring['launch']['rank0']['env']['SKIP_SMOKE'] = '1'
@@ -1080,3 +1081,31 @@ def test_zig_followers_connect_window_bounds_the_memory_gate():
         assert ('memory.gate_timeout_s 600 is not below launch.follower_connect_window_s 300: a follower that loaded '
                 'its weights retries rank 0 for 300 s only, and rank 0 loads its own after its memory gate'
                 ) in recipe_problems(recipe)
+
+
+# ------------------------------------------------------------ fc25: the container recipes against start.sh again
+def test_sglang_ring_mounts_the_host_directories_start_sh_mounts():
+    """MiaAI-Lab/DeepSeek-v4.1-Flash-DGX-Sparks start.sh @e0985205 docker_common_args (head) and cmd_serve (workers):
+    `-v "$HOME/.cache:/root/.cache"`, `-v "$STATE_DIR:/state"` (STATE_PATH, the DSpark SPS/STS tables) and
+    `-v "$ENGRAM_DIR:/engram"` (DSV41_PACKED_DIR) on every rank. The recipe mounted none of them: every start of the
+    --rm container began with an empty cache and no place for the tables or the packed shards."""
+    r = load(RING)
+    mounts = {m['dest']: m for m in r['container']['mounts']}
+    for dest, src in (('/root/.cache', '{cache_dir}/cache'), ('/state', '{cache_dir}/state'),
+                      ('/engram', '{cache_dir}/engram')):
+        assert mounts[dest] == {'src': src, 'dest': dest, 'mode': 'rw', 'create': True}, dest
+    env = r['launch']['env']
+    assert (env['STATE_PATH'], env['DSV41_PACKED_DIR']) == ('/state', '/engram')
+    assert env['DSPARK_SPS_TABLE'].startswith('/state/') and env['DSPARK_STS_TABLE'].startswith('/state/')
+    assert recipe_problems(r) == []
+    cmd = container_run(r['container'], 'n', 'i', '/e', [],
+                        values={'model_dir': '/m', 'nccl_library': '/n/libnccl.so.2', 'cache_dir': '/var/c'})
+    volumes = [cmd[i + 1] for i, arg in enumerate(cmd) if arg == '--volume']
+    assert volumes[2:] == ['/var/c/cache:/root/.cache:rw', '/var/c/state:/state:rw', '/var/c/engram:/engram:rw']
+
+
+def test_container_recipes_record_the_sources_readiness_waits():
+    """The readiness waits of the launch scripts: MiaAI EXL3 start.sh @145bb98 `READY_TIMEOUT="${READY_TIMEOUT:-1500}"`
+    (.env.example sets none), MiaAI DGX-Sparks start.sh @e0985205 `${READY_TIMEOUT:-360}` rounds of `sleep 10`."""
+    assert load(VLLM)['ready'] == {'path': '/health', 'timeout_s': 1500}
+    assert load(RING)['ready']['timeout_s'] == 3600
