@@ -23,7 +23,9 @@ PLAYBOOK = '''
   tasks:
     - name: Show what the ranks get
       ansible.builtin.debug:
-        msg: "FACTS {{ recipe_cluster_name }} RANK {{ recipe_rank }} MASTER {{ recipe_master_address }} NODES {{ recipe_nodes | join(',') }} RECIPE {{ recipe_spec.name }}"
+        msg: >-
+          FACTS {{ recipe_cluster_name }} RANK {{ recipe_rank }} MASTER {{ recipe_master_address }}
+          NODES {{ recipe_nodes | join(',') }} RECIPE {{ recipe_spec.name }}
     - name: Change something
       ansible.builtin.copy:
         content: changed
@@ -38,6 +40,10 @@ RAILS = [{'name': 'rail0', 'interface': 'enp1s0f1np1', 'cidr': '192.168.{}.0/24'
 
 def _rails(first):
     return [dict(rail, cidr=rail['cidr'].format(first + i)) for i, rail in enumerate(RAILS)]
+
+
+def _vars(rails, recipe):
+    return {'fabric_group': 'cluster_b', 'fabric_rails': _rails(rails), 'recipe_name': recipe}
 
 
 def fleet(**change):
@@ -68,7 +74,8 @@ def run(tmp_path, inventory, args=()):
                  'changed_dir': str(tmp_path / 'changed')}
     result = run_playbook(tmp_path / 'play.yml', tmp_path / 'hosts.yml', tmp_path,
                           args=['-e', json.dumps(variables), *args])
-    return result, ' '.join(result.stdout.split()).replace("''", "'"), sorted(p.name for p in (tmp_path / 'changed').iterdir())
+    changed = sorted(path.name for path in (tmp_path / 'changed').iterdir())
+    return result, ' '.join(result.stdout.split()).replace("''", "'"), changed
 
 
 def test_each_cluster_gets_its_own_facts_in_one_play(tmp_path):
@@ -102,10 +109,10 @@ def test_a_play_over_two_clusters_names_the_limit_of_each_and_one_runs_alone(tmp
     ({'head__hosts': {'a1': {}}, 'workers__hosts': {'a2': {}, 'b1': {}, 'b2': {}}},
      "The inventory's clusters are refused: cluster_b has no head: put one of its hosts (b1, b2) in the group head "
      "(rank 0)"),
-    ({'cluster_b__vars': {'fabric_group': 'cluster_b', 'fabric_rails': _rails(101), 'recipe_name': 'dsv41-flash-tp2-zig'}},
+    ({'cluster_b__vars': _vars(101, 'dsv41-flash-tp2-zig')},
      "The inventory's clusters are refused: cluster_a and cluster_b share a rail subnet (rail1 192.168.101.0/24, "
      "rail0 192.168.101.0/24)"),
-    ({'cluster_b__vars': {'fabric_group': 'cluster_b', 'fabric_rails': _rails(110), 'recipe_name': 'dsv41-flash-tp4-zig'}},
+    ({'cluster_b__vars': _vars(110, 'dsv41-flash-tp4-zig')},
      "cluster_b does not fit its recipe 'dsv41-flash-tp4-zig': the recipe runs 4 ranks, the inventory has 2 "
      "(head + workers)"),
 ], ids=['host-in-two-clusters', 'cluster-without-head', 'shared-rail-subnet', 'world-mismatch'])
