@@ -177,6 +177,28 @@ def fleet_recipe_problems(clusters, hostvars, hosts):
     return out
 
 
+def fleet_recap(stdout):
+    """The PLAY RECAP lines of one run's output (``host : ok=.. changed=.. failed=..``), without the padding."""
+    lines = to_text(stdout or '').splitlines()
+    start = max((i for i, line in enumerate(lines) if line.startswith('PLAY RECAP')), default=None)
+    if start is None:
+        return []
+    return [' '.join(line.split()) for line in lines[start + 1:] if ' : ok=' in line]
+
+
+def fleet_recap_line(outcome):
+    """One cluster's line of the fleet's recap: its name, ok or FAILED (the exit status), the hosts that failed or
+    were unreachable, its log."""
+    if not isinstance(outcome, Mapping):
+        raise AnsibleFilterError(f'fleet_recap_line: expects a dict (cluster, rc, log, recap), got {outcome!r}')
+    rc = outcome.get('rc')
+    bad = [line.split(' : ', 1)[0] for line in outcome.get('recap') or []
+           if 'failed=0' not in line.split() or 'unreachable=0' not in line.split()]
+    state = 'ok' if rc == 0 else f'FAILED (exit status {rc})'
+    hosts = f", failed or unreachable: {', '.join(bad)}" if bad else ''
+    return f"{to_text(outcome.get('cluster'))}: {state}{hosts}; log {to_text(outcome.get('log'))}"
+
+
 class FilterModule:
     """sparkfold fleet filters."""
 
@@ -186,4 +208,6 @@ class FilterModule:
             'fleet_cluster_of': fleet_cluster_of,
             'fleet_problems': fleet_problems,
             'fleet_recipe_problems': fleet_recipe_problems,
+            'fleet_recap': fleet_recap,
+            'fleet_recap_line': fleet_recap_line,
         }
