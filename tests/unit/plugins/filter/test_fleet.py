@@ -62,6 +62,16 @@ def test_a_pair_is_a_fleet_of_one():
                                                           for h, v in hostvars.items()}, ['spark-a', 'spark-b']) == []
 
 
+def test_the_lab_fleet_is_two_pairs_on_rails_of_their_own():
+    groups, hostvars = _inventory(REPO / 'inventory' / 'lab-fleet')
+    assert fleet_clusters(groups) == {
+        'cluster_zig': {'heads': ['spark-a'], 'workers': ['spark-b'], 'hosts': ['spark-a', 'spark-b']},
+        'cluster_vllm': {'heads': ['spark-c'], 'workers': ['spark-d'], 'hosts': ['spark-c', 'spark-d']}}
+    assert fleet_problems(groups, hostvars) == []
+    assert [hostvars[host]['recipe_name'] for host in ('spark-b', 'spark-d')] == ['dsv41-flash-tp2-zig',
+                                                                                  'dsv41-flash-tp2-vllm']
+
+
 def test_each_cluster_is_its_own():
     groups, hostvars = _fleet()
     clusters = fleet_clusters(groups)
