@@ -17,6 +17,8 @@ from ansible_collections.sparkfold.cluster.plugins.filter.fleet import (
     fleet_cluster_of,
     fleet_clusters,
     fleet_problems,
+    fleet_recap,
+    fleet_recap_line,
     fleet_recipe_problems,
 )
 from ansible_collections.sparkfold.cluster.plugins.filter.recipe import recipe_check
@@ -167,3 +169,17 @@ def test_one_cluster_with_two_recipes_is_refused():
 def test_wrong_input_is_refused(bad):
     with pytest.raises(Exception, match='fleet_clusters: expects the inventory groups'):
         fleet_clusters(bad)
+
+
+def test_the_recap_of_a_run_and_a_cluster_s_line():
+    out = ('PLAY [x] ***\n\nPLAY RECAP *********\n'
+           'b1                         : ok=1    changed=0    unreachable=0    failed=1    skipped=0\n'
+           'b2                         : ok=1    changed=0    unreachable=1    failed=0    skipped=0\n'
+           'b3                         : ok=4    changed=2    unreachable=0    failed=0    skipped=0\n\n')
+    recap = fleet_recap(out)
+    assert recap[0] == 'b1 : ok=1 changed=0 unreachable=0 failed=1 skipped=0'
+    assert fleet_recap_line({'cluster': 'cluster_b', 'rc': 4, 'log': 'x.log', 'recap': recap}) == \
+        'cluster_b: FAILED (exit status 4), failed or unreachable: b1, b2; log x.log'
+    assert fleet_recap_line({'cluster': 'cluster_a', 'rc': 0, 'log': 'a.log', 'recap': recap[2:]}) == \
+        'cluster_a: ok; log a.log'
+    assert fleet_recap('no recap: the run stopped early') == []
