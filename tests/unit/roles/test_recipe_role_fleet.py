@@ -115,7 +115,10 @@ def test_a_play_over_two_clusters_names_the_limit_of_each_and_one_runs_alone(tmp
     ({'cluster_b__vars': _vars(110, 'dsv41-flash-tp4-zig')},
      "cluster_b does not fit its recipe 'dsv41-flash-tp4-zig': the recipe runs 4 ranks, the inventory has 2 "
      "(head + workers)"),
-], ids=['host-in-two-clusters', 'cluster-without-head', 'shared-rail-subnet', 'world-mismatch'])
+    # the first host's recipe was the only one looked at: cluster_b's unknown recipe got Ansible's include_vars error
+    ({'cluster_b__vars': _vars(110, 'nope')},
+     "recipe 'nope' does not exist (cluster_b); the shipped recipes are: dsv41-flash-tp2-tfpy"),
+], ids=['host-in-two-clusters', 'cluster-without-head', 'shared-rail-subnet', 'world-mismatch', 'unknown-recipe'])
 def test_bad_input_is_refused_before_anything_changes(tmp_path, change, message):
     result, text, changed = run(tmp_path, fleet(**change), ['-e', 'recipe_fleet_play=true'])
     assert result.returncode != 0
