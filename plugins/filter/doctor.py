@@ -403,6 +403,45 @@ def doctor_verdict(results, hosts):
     return {"ok": not sick, "sick": sick, "problems": problems, "lines": lines, "text": "\n".join(lines)}
 
 
+def doctor_fleet(nodes):
+    """One row per cluster of a fleet, from each node's doctor_result and its cluster's recipe; see doctor_fleet.yml."""
+    if not isinstance(nodes, list) or not all(isinstance(n, dict) for n in nodes):
+        raise AnsibleFilterError("doctor_fleet: expects a list of dicts "
+                                 "(cluster, host, rank, recipe, engine, weights, result)")
+    clusters = {}
+    for node in nodes:
+        clusters.setdefault(str(node.get("cluster") or "?"), []).append(node)
+    rows, sick = [], []
+    for name, members in clusters.items():
+        hosts = [str(n.get("host")) for n in members]
+        verdict = doctor_verdict([n["result"] for n in members if isinstance(n.get("result"), dict)], hosts)
+        head = next((n for n in members if str(n.get("rank")) == "0"), members[0])
+        first = next((n for n in members if n.get("recipe")), head)
+        if not any(isinstance(n.get("result"), dict) for n in members):
+            health, todo = "NO RESULTS", "reach the nodes (ssh, power), then run the doctor again"
+        elif verdict["ok"]:
+            health, todo = "HEALTHY", "nothing"
+        else:
+            count = len(verdict["problems"])
+            health = f"SICK ({count} problem{'s' if count != 1 else ''})"
+            advice = verdict["problems"][0].split(" -> ", 1)
+            todo = advice[1] if len(advice) > 1 else verdict["problems"][0]
+        if not verdict["ok"]:
+            sick.append(name)
+        rows.append({"cluster": name, "recipe": str(first.get("recipe") or "-"),
+                     "engine": str(head.get("engine") or "-"), "weights": str(first.get("weights") or "-"),
+                     "health": health, "todo": todo, "hosts": hosts})
+    widths = {key: max([len(key)] + [len(r[key]) for r in rows]) for key in ("cluster", "recipe", "engine", "weights")}
+    lines = [f"FLEET: {len(rows)} clusters, {len(rows) - len(sick)} healthy"
+             + (f", sick: {', '.join(sick)}" if sick else "")]
+    lines.append("  ".join(f"{key:<{widths[key]}}" for key in widths) + "  health")
+    for r in rows:
+        lines.append("  ".join(f"{r[key]:<{widths[key]}}" for key in widths) + f"  {r['health']}")
+        if r["todo"] != "nothing":
+            lines.extend(_wrap(r["todo"], " " * 2 + "-> ", " " * 5))
+    return {"ok": not sick, "sick": sick, "rows": rows, "lines": lines, "text": "\n".join(lines)}
+
+
 def doctor_pings(rails, peers):
     """The pings from this node's rails to each peer's address on the rail of the same name."""
     if not isinstance(rails, list) or not isinstance(peers, dict):
@@ -428,4 +467,5 @@ class FilterModule:
     """sparkfold doctor filters."""
 
     def filters(self):
-        return {"doctor_report": doctor_report, "doctor_pings": doctor_pings, "doctor_verdict": doctor_verdict}
+        return {"doctor_report": doctor_report, "doctor_pings": doctor_pings, "doctor_verdict": doctor_verdict,
+                "doctor_fleet": doctor_fleet}
