@@ -44,10 +44,14 @@ def clean_env(monkeypatch):
 
 
 def meminfo(tmp_path, available_kib, total_kib=128 * 1024 * 1024):
+    """A stand-in /proc/meminfo, replaced whole as the kernel's is read whole: written in place, a gate polling it
+    from another thread could read it truncated and empty (CI: "has no MemAvailable line")."""
     path = tmp_path / "meminfo"
-    path.write_text(
+    staged = tmp_path / "meminfo.new"
+    staged.write_text(
         f"MemTotal:       {total_kib} kB\nMemFree:         1000 kB\nMemAvailable:   {available_kib} kB\n"
     )
+    os.replace(staged, path)
     return path
 
 
