@@ -249,7 +249,9 @@ def test_watch_fails_when_the_follower_restarts(gate, fake_systemctl):
 
     def restart_later():
         time.sleep(0.2)
-        fake_systemctl.write_text("ActiveState=activating\nSubState=start-pre\nResult=success\nExecMainStatus=1\nNRestarts=1\n")
+        staged = fake_systemctl.with_name(fake_systemctl.name + ".new")  # replaced whole: never read half-written
+        staged.write_text("ActiveState=activating\nSubState=start-pre\nResult=success\nExecMainStatus=1\nNRestarts=1\n")
+        os.replace(staged, fake_systemctl)
 
     thread = threading.Thread(target=restart_later)
     thread.start()
