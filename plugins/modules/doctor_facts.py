@@ -249,6 +249,7 @@ ansible_facts:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sparkfold.cluster.plugins.module_utils.doctor_probe import gather
+from ansible_collections.sparkfold.cluster.plugins.module_utils.programs import program_runner
 
 
 def main():
@@ -303,13 +304,7 @@ def main():
     if params["gpu"] and not params["nvidia_smi"]:
         params["nvidia_smi"] = module.get_bin_path("nvidia-smi", opt_dirs=["/usr/sbin", "/sbin"])
 
-    def run(argv):
-        # A program that is not installed is a finding (rc 127), not a failure of the whole module.
-        program = argv[0] if argv[0].startswith("/") else module.get_bin_path(argv[0], opt_dirs=["/usr/sbin", "/sbin"])
-        if program is None:
-            return 127, "", f"{argv[0]}: not found on PATH"
-        return module.run_command([program, *argv[1:]], environ_update={"LC_ALL": "C"})
-
+    run = program_runner(module, opt_dirs=["/usr/sbin", "/sbin"])
     module.exit_json(changed=False, ansible_facts={"sparkfold_doctor": gather(run, params)})
 
 

@@ -140,6 +140,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sparkfold.cluster.plugins.module_utils.doctor_probe import ping_all
 from ansible_collections.sparkfold.cluster.plugins.module_utils.fabric_probe import link_state, listen
+from ansible_collections.sparkfold.cluster.plugins.module_utils.programs import program_runner
 
 
 def main():
@@ -194,12 +195,7 @@ def main():
         for name in raised:
             module.run_command([ip, 'link', 'set', 'dev', name, 'down'])
 
-    def run(argv):
-        program = module.get_bin_path(argv[0], opt_dirs=['/usr/sbin', '/sbin', '/bin', '/usr/bin'])
-        if program is None:
-            return 127, '', f'{argv[0]}: not found on PATH'
-        return module.run_command([program, *argv[1:]], environ_update={'LC_ALL': 'C'})
-
+    run = program_runner(module, opt_dirs=['/usr/sbin', '/sbin', '/bin', '/usr/bin'])
     pings = ping_all(run, params['pings'], params['ping_timeout_s'])
     module.exit_json(changed=False, neighbors=heard, links=links, pings=pings)
 

@@ -150,6 +150,7 @@ from concurrent.futures import ThreadPoolExecutor
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.sparkfold.cluster.plugins.module_utils.filesystems import filesystems
 from ansible_collections.sparkfold.cluster.plugins.module_utils.gpu import parse_meminfo
+from ansible_collections.sparkfold.cluster.plugins.module_utils.programs import program_runner
 
 
 def _first_line(*texts):
@@ -160,21 +161,8 @@ def _first_line(*texts):
     return ""
 
 
-class Node:
-    """Runs the node's programs by name (None when a program is not installed)."""
-
-    def __init__(self, module):
-        self.module = module
-
-    def run(self, argv):
-        program = self.module.get_bin_path(argv[0])
-        if program is None:
-            return 127, "", f"{argv[0]}: not found on PATH"
-        return self.module.run_command([program, *argv[1:]], environ_update={"LC_ALL": "C"})
-
-
-def read_ntp(node):
-    rc, out, err = node.run(["timedatectl", "show", "--property=NTPSynchronized", "--value"])
+def read_ntp(run):
+    rc, out, err = run(["timedatectl", "show", "--property=NTPSynchronized", "--value"])
     if rc != 0:
         return {"ok": False, "value": None, "error": _first_line(err, out) or f"exit status {rc}"}
     return {"ok": True, "value": _first_line(out), "error": None}
@@ -209,16 +197,16 @@ def read_store(store_dir):
             "free_bytes": entry["free_bytes"], "error": None}
 
 
-def resolve(node, name):
-    rc, out, err = node.run(["getent", "hosts", name])
+def resolve(run, name):
+    rc, out, err = run(["getent", "hosts", name])
     fields = _first_line(out).split()
     if rc != 0 or not fields:
         return {"name": name, "rc": rc if rc != 0 else 2, "address": None, "error": _first_line(err, out) or None}
     return {"name": name, "rc": 0, "address": fields[0], "error": None}
 
 
-def ping(node, item, timeout_s):
-    rc, out, err = node.run(["ping", "-n", "-q", "-c", "1", "-w", str(timeout_s), item["address"]])
+def ping(run, item, timeout_s):
+    rc, out, err = run(["ping", "-n", "-q", "-c", "1", "-w", str(timeout_s), item["address"]])
     return {"peer": item["peer"], "address": item["address"], "rc": rc,
             "error": None if rc == 0 else (_first_line(err) or _first_line(out) or f"exit status {rc}")}
 
@@ -246,19 +234,19 @@ def main():
         module.fail_json(msg=f"ping_timeout_s must be at least 1, got {params['ping_timeout_s']}")
     if params["store_dir"] and not os.path.isabs(params["store_dir"]):
         module.fail_json(msg=f"store_dir must be an absolute path, got {params['store_dir']}")
-    node = Node(module)
+    run = program_runner(module)
     result = dict(
         changed=False,
-        ntp=read_ntp(node),
+        ntp=read_ntp(run),
         memory=read_memory(params["meminfo_path"]),
         netdevs=read_netdevs(params["sysfs_root"]),
         store=read_store(params["store_dir"]),
-        resolve=[resolve(node, name) for name in params["resolve"]],
+        resolve=[resolve(run, name) for name in params["resolve"]],
         pings=[],
     )
     if params["pings"]:
         with ThreadPoolExecutor(max_workers=min(8, len(params["pings"]))) as pool:
-            result["pings"] = list(pool.map(lambda item: ping(node, item, params["ping_timeout_s"]), params["pings"]))
+            result["pings"] = list(pool.map(lambda item: ping(run, item, params["ping_timeout_s"]), params["pings"]))
     result["clock"] = {"controller": params["controller_time"], "node": node_time, "node_end": time.time()}
     module.exit_json(**result)
 

@@ -346,6 +346,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.sparkfold.cluster.plugins.module_utils.doctor_probe import ping_all, route_dev
+from ansible_collections.sparkfold.cluster.plugins.module_utils.programs import program_runner
 from ansible_collections.sparkfold.cluster.plugins.module_utils.roce import (
     SysfsError,
     check_gids,
@@ -362,12 +363,7 @@ def check_links(module, links, count, timeout_s):
     if not links:
         return []
 
-    def run(argv):
-        program = module.get_bin_path(argv[0])  # PATH, then the sbin directories
-        if program is None:
-            return 127, "", f"{argv[0]}: not found on PATH"
-        return module.run_command([program, *argv[1:]], environ_update={"LC_ALL": "C"})
-
+    run = program_runner(module)  # PATH, then the sbin directories
     pings = ping_all(run, [dict(link, size=link["mtu"] - IP_ICMP_HEADERS) for link in links], timeout_s, count)
     checked = []
     for link, pinged in zip(links, pings):
