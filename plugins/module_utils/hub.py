@@ -27,13 +27,13 @@ from ansible_collections.sparkfold.cluster.plugins.module_utils.hub_timeouts imp
 )
 
 try:
-    from huggingface_hub import HfApi
+    # HfApi is imported where a client is made (hub_client): its module (hf_api, the largest of huggingface_hub)
+    # takes longer to import than the rest of a hub_snapshot no-op run, which asks the Hub without it.
     from huggingface_hub import errors as hf_errors
 
     HAS_HF = True
     HF_IMPORT_ERROR = None
 except ImportError:  # pragma: no cover - exercised on hosts without the venv
-    HfApi = None
     hf_errors = None
     HAS_HF = False
     HF_IMPORT_ERROR = traceback.format_exc()
@@ -98,18 +98,27 @@ def resolve_endpoint(endpoint=None, environ=None):
     return (endpoint or environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
 
 
+def hub_settings(params):
+    """Return (HubTimeouts, endpoint, token) for the module parameters in HUB_COMMON_ARG_SPEC and
+    HUB_TIMEOUT_ARG_SPEC (their defaults when the module has no such option); HubError for a bad one."""
+    try:
+        timeouts = hub_timeouts(params)
+    except ValueError as exc:
+        raise HubError(str(exc), kind="args") from None
+    endpoint = resolve_endpoint(params.get("endpoint"))
+    return timeouts, endpoint, resolve_token(params.get("token"), params.get("token_file"))
+
+
 def hub_client(params):
     """Return (HfApi, endpoint, token) for the module parameters in HUB_COMMON_ARG_SPEC.
 
     Every Hub call of the process then times out as the connect_timeout and read_timeout parameters say
     (module_utils/hub_timeouts.py HUB_TIMEOUT_ARG_SPEC; their defaults when the module has no such option).
     """
-    try:
-        use_timeouts(hub_timeouts(params))
-    except ValueError as exc:
-        raise HubError(str(exc), kind="args") from None
-    endpoint = resolve_endpoint(params.get("endpoint"))
-    token = resolve_token(params.get("token"), params.get("token_file"))
+    timeouts, endpoint, token = hub_settings(params)
+    use_timeouts(timeouts)
+    from huggingface_hub import HfApi  # here, not at the top: see the import of hf_errors
+
     return HfApi(endpoint=endpoint, token=token if token else False), endpoint, token
 
 

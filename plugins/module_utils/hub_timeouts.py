@@ -163,13 +163,24 @@ def guard_stall(response):
     response.stream = StallGuard(response.stream, stall_timeout, response.request, expected)
 
 
+def set_timeouts(timeouts):
+    """Make ``timeouts`` (HubTimeouts) the values in force (current_timeouts) without touching the shared client.
+
+    For a process whose calls so far all pass their timeout (http_timeout()): use_timeouts installs them later,
+    and its messages (describe_timeout) already name the right values.
+    """
+    _STATE["timeouts"] = timeouts
+
+
 def use_timeouts(timeouts):
     """Make every request of huggingface_hub's shared client time out per ``timeouts`` (HubTimeouts).
 
     The client is replaced once per process with one of the same class, the same event hooks plus
-    fill_timeouts, and redirects followed as before; later calls only change the values.
+    fill_timeouts, and redirects followed as before; later calls only change the values. The hooks are read
+    from huggingface_hub's shared client (get_session): made here when no call has made it yet (a client that
+    is then thrown away), else the one the calls before used.
     """
-    _STATE["timeouts"] = timeouts
+    set_timeouts(timeouts)
     if set_client_factory is None:
         return
     with _LOCK:

@@ -52,6 +52,7 @@ from ansible_collections.sparkfold.cluster.plugins.module_utils.snapshot_journal
     read_journal,
     write_journal,
 )
+from ansible_collections.sparkfold.cluster.plugins.module_utils.snapshot_listing import listing_text, write_listing
 from ansible_collections.sparkfold.cluster.plugins.module_utils.snapshot_lock import store_lock
 from ansible_collections.sparkfold.cluster.plugins.module_utils.snapshot_plan import SnapshotPlanner
 
@@ -240,6 +241,7 @@ class HubSnapshot(SnapshotPlanner):
         self._drop_stale_partials(selected, [])
         _prune_empty_dirs(self.download_dir)
         manifest_changed = self._write_manifest(manifest, records)
+        self._keep_listing()
         if self._journal_seen:  # the manifest now records what is in place: nothing left to undo
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.journal_path)
@@ -479,6 +481,20 @@ class HubSnapshot(SnapshotPlanner):
             except OSError as exc:
                 raise HubError(f"cannot write {self.manifest_path}: {exc}", kind="io") from exc
         return self._manifest_differs(manifest, records, pending)
+
+    def _keep_listing(self):
+        """Keep the commit's listing, when this run read it from the Hub, for the next run (snapshot_listing.py).
+
+        Bookkeeping like the lock and the partial downloads: not a change of the store. A failure to write it
+        costs the next run one listing call, and is only warned about.
+        """
+        if self.listed is None:
+            return
+        text = listing_text(self.endpoint, self.repo_id, self.repo_type, self.commit, self.listed)
+        try:
+            write_listing(self.listing_path, text)
+        except OSError as exc:
+            self.module.warn(f"could not write {self.listing_path} ({exc}); the next run lists the commit again")
 
     def _diff(self, before_files, selected):
         return {

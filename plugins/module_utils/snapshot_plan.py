@@ -21,10 +21,18 @@ from ansible_collections.sparkfold.cluster.plugins.module_utils.hub import (
     describe_hub_error,
     hf_errors,
     hub_client,
+    hub_settings,
     is_full_sha,
     missing_revision_error,
 )
-from ansible_collections.sparkfold.cluster.plugins.module_utils.hub_timeouts import current_timeouts
+from ansible_collections.sparkfold.cluster.plugins.module_utils.hub_download import LIBRARY_NAME
+from ansible_collections.sparkfold.cluster.plugins.module_utils.hub_timeouts import (
+    current_timeouts,
+    http_timeout,
+    is_timeout,
+    set_timeouts,
+    use_timeouts,
+)
 from ansible_collections.sparkfold.cluster.plugins.module_utils.manifest import (
     BAD,
     MANIFEST_NAME,
@@ -42,6 +50,13 @@ from ansible_collections.sparkfold.cluster.plugins.module_utils.manifest import 
     partial_name,
     remote_entry,
     utc_now,
+)
+from ansible_collections.sparkfold.cluster.plugins.module_utils.snapshot_listing import (
+    ask_hub,
+    listing_path,
+    probe_entry,
+    read_listing,
+    still_listed,
 )
 
 try:
@@ -70,6 +85,8 @@ class SnapshotPlanner:
         self.local_dir = os.path.abspath(params["local_dir"])  # type=path: ~ and $VARS expanded
         self.manifest_path = os.path.join(self.local_dir, MANIFEST_NAME)
         self.download_dir = os.path.join(self.local_dir, ".cache", "huggingface", "download")
+        self.listing_path = listing_path(self.local_dir)
+        self.listed = None  # every file of the commit, when this run listed it on the Hub (written at the end)
         self.endpoint = None
         self.token = None
         self.commit = None
@@ -96,9 +113,64 @@ class SnapshotPlanner:
     # ---- Hub ---------------------------------------------------------------------------------
 
     def resolve(self):
-        """Resolve the revision to a commit and return the selected remote entries."""
-        api, self.endpoint, self.token = hub_client(self.params)
+        """Resolve the revision to a commit and return the selected remote entries.
+
+        When the store keeps the listing of the commit the revision still resolves to (one HEAD tells:
+        _still_listed), that listing is used; otherwise the Hub lists the commit (_list).
+        """
+        timeouts, self.endpoint, self.token = hub_settings(self.params)
+        set_timeouts(timeouts)
+        kept = self._still_listed(timeouts)
+        if kept is None:
+            entries = self._list()
+        else:
+            use_timeouts(timeouts)  # every later Hub call of the run (downloads) as hub_client would set them
+            self.commit, entries = kept
         self.timeouts = current_timeouts()
+        selected = list(
+            filter_repo_objects(
+                entries,
+                allow_patterns=self.params["allow_patterns"],
+                ignore_patterns=self.params["ignore_patterns"],
+                key=lambda entry: entry["path"],
+            )
+        )
+        if not selected:
+            raise HubError(
+                f"no file of {self.repo_id}@{self.commit} ({len(entries)} files) matches allow_patterns="
+                f"{self.params['allow_patterns']} ignore_patterns={self.params['ignore_patterns']}",
+                kind="empty_selection",
+            )
+        return sorted(selected, key=lambda entry: entry["path"])
+
+    def _still_listed(self, timeouts):
+        """(commit, entries) of the listing the store keeps, when the Hub says the revision still resolves to
+        its commit and one file of it is unchanged; None when there is no such listing or the Hub says
+        otherwise (the Hub is then asked in full, as by a first run, which says what is wrong).
+
+        One HEAD of one small file (snapshot_listing.probe_entry) with the timeouts passed on, so that no
+        client is made for use_timeouts before it (the client the HEAD makes is the one use_timeouts then
+        takes the hooks from). A timeout or a Hub that cannot be reached fails here, as the listing would.
+        """
+        kept = read_listing(self.listing_path, self.endpoint, self.repo_id, self.repo_type)
+        if kept is None:
+            return None
+        commit, entries = kept
+        if is_full_sha(self.revision) and self.revision != commit:
+            return None
+        probe = probe_entry(entries)
+        try:
+            meta = ask_hub(self.repo_id, self.repo_type, self.revision, self.endpoint, self.token, probe,
+                           http_timeout(timeouts), LIBRARY_NAME)
+        except Exception as exc:
+            if is_timeout(exc) or not isinstance(exc, hf_errors.HfHubHTTPError):
+                raise describe_hub_error(exc, self.repo_id, self.revision, self.endpoint, self.token) from exc
+            return None  # the Hub answered (gone, gated, refused, ...): the listing call says it as a first run does
+        return kept if still_listed(meta, commit, probe) else None
+
+    def _list(self):
+        """Ask the Hub for the revision's commit and its files (repo_info); return every file of the commit."""
+        api, self.endpoint, self.token = hub_client(self.params)
         try:
             info = api.repo_info(
                 self.repo_id, revision=self.revision, repo_type=self.repo_type, files_metadata=True
@@ -133,21 +205,8 @@ class SnapshotPlanner:
                 entries.append(remote_entry(path, sibling.size, sha256=sha256, blob_id=sibling.blob_id))
         except ValueError as exc:
             raise HubError(f"{self.repo_id}@{commit} on {self.endpoint}: {exc}", kind="listing") from exc
-        selected = list(
-            filter_repo_objects(
-                entries,
-                allow_patterns=self.params["allow_patterns"],
-                ignore_patterns=self.params["ignore_patterns"],
-                key=lambda entry: entry["path"],
-            )
-        )
-        if not selected:
-            raise HubError(
-                f"no file of {self.repo_id}@{commit} ({len(entries)} files) matches allow_patterns="
-                f"{self.params['allow_patterns']} ignore_patterns={self.params['ignore_patterns']}",
-                kind="empty_selection",
-            )
-        return sorted(selected, key=lambda entry: entry["path"])
+        self.listed = entries
+        return entries
 
     # ---- planning ----------------------------------------------------------------------------
 

@@ -15,6 +15,12 @@ description:
   - Resolves O(revision) of O(repo_id) to a commit with the Hub's repository API (which lists every file with its
     size and hash) before fetching anything, so a revision that no longer exists (a force-squashed pin) fails
     before the first byte is downloaded.
+  - A run that completes keeps that listing of the commit in C(<local_dir>/.cache/huggingface/.sparkfold-listing.json)
+    (a commit's files never change on the Hub). A later run asks the Hub with one C(HEAD) of the smallest file of
+    that listing at O(revision) instead; when the Hub answers that O(revision) still resolves to that commit and
+    the file is unchanged (size and hash), the kept listing is used, else the commit is listed again as above,
+    which says what changed (a vanished pin fails as before). A Hub that cannot be reached fails the run either
+    way. So a re-run that has nothing to fetch asks the Hub one light question, as C(hf download) does.
   - Downloads the files of that commit selected by O(allow_patterns) and O(ignore_patterns) into O(local_dir)
     as real files (no symlinks into a Hub cache), O(max_workers) files at a time, with huggingface_hub.
   - Every downloaded file is hashed while it streams and compared with the hash the Hub publishes (sha256 for LFS

@@ -16,6 +16,7 @@ import time
 import pytest
 from ansible_collections.sparkfold.cluster.plugins.module_utils.manifest import MANIFEST_NAME, partial_name
 from ansible_collections.sparkfold.cluster.plugins.module_utils.snapshot import HubSnapshot
+from ansible_collections.sparkfold.cluster.plugins.module_utils.snapshot_listing import LISTING_NAME
 from ansible_collections.sparkfold.cluster.plugins.modules import hub_snapshot, store_verify
 
 from tests.hub import fixtures
@@ -251,10 +252,12 @@ def kill_switch(monkeypatch):
 
 
 def leftovers(store):
-    """Files left under the store's partial-download folder and its switch journal."""
+    """Files left under the store's partial-download folder and its switch journal (not the lock, nor the
+    listing of the commit that the last complete run keeps for the next)."""
     out = []
     for root, _dirs, files in os.walk(store / ".cache" / "huggingface"):
-        out += [os.path.relpath(os.path.join(root, name), store) for name in files if not name.endswith(".lock")]
+        out += [os.path.relpath(os.path.join(root, name), store) for name in files
+                if not name.endswith(".lock") and name != LISTING_NAME]
     return sorted(out)
 
 
