@@ -2,9 +2,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The units' start budget follows the recipe: systemd's TimeoutStartSec of sparkfold-engine@.service covers the
 memory gate's wait (memory.gate_timeout_s) and the source's readiness wait (ready.timeout_s) plus the unit's other
-waits (roles/engine_service/vars/main.yml, engine_service_start_waits), rank 0's ready gate waits for the source's
-wait (SPARKFOLD_READY_TIMEOUT_S), and a site's engine_service_start_timeout_s below the recipe's waits is refused
-(tasks/budget.yml) before anything is written."""
+waits (the cluster facts' recipe_cluster.start_budget, plugins/filter/cluster.py), rank 0's ready gate waits for the
+source's wait (SPARKFOLD_READY_TIMEOUT_S), and a site's engine_service_start_timeout_s below the recipe's waits is
+refused (tasks/budget.yml) before anything is written."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ import sys
 
 import pytest
 import yaml
+from ansible_collections.sparkfold.cluster.plugins.filter.cluster import start_budget
+from ansible_collections.sparkfold.cluster.plugins.filter.recipe import recipe_check
 
 from tests.unit.playbook import run_playbook
 
@@ -57,6 +59,9 @@ def run(tmp_path, recipe, **overrides):
         "recipe_api_key_file": "/etc/sparkfold/engine-api-key", "recipe_model_dir": "/srv/models/m",
         "recipe_engram_dir": "/srv/models/e", "recipe_kit_dir": "/srv/models/k",
         "recipe_inputs_dir": "/var/lib/sparkfold/engine-inputs", "engine_service_launch_env": {},
+        # The cluster facts' start budget, as the recipe role computes it (plugins/filter/cluster.py).
+        "recipe_cluster": {"start_budget": start_budget(recipe_check(yaml.safe_load((RECIPES / recipe).read_text())),
+                                                        2)},
         **overrides,
     }
     return run_playbook(tmp_path / "play.yml", tmp_path / "inventory.yml", tmp_path, ["-e", json.dumps(extra)])
