@@ -3,9 +3,10 @@
 """The cluster one recipe runs on, computed once from the hosts of that cluster and the checked recipe.
 
 Every fact more than one role needs is here: the head, the ranks, the world, the topology, each node's fabric
-plan and addresses, the rendezvous address, the RDMA devices, the worker store mode, the start order and where
-each worker copies from. The recipe role sets the result as the fact ``recipe_cluster`` once a run; the other
-roles read it. Documentation lives in the sidecar files recipe_cluster.yml and recipe_cluster_problems.yml.
+plan and addresses, the rendezvous address, the RDMA devices, the worker store mode, the start order, the start
+budget and where each worker copies from. The recipe role sets the result as the fact ``recipe_cluster`` once a
+run; the other roles read it. Documentation lives in the sidecar files recipe_cluster.yml and
+recipe_cluster_problems.yml.
 
 The input is the hosts of ONE cluster (the head's names, the workers' names, the hosts' variables), so an
 inventory of many clusters can call it once per cluster.
@@ -18,6 +19,7 @@ from collections.abc import Mapping
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
 from ansible_collections.sparkfold.cluster.plugins.filter.fabric import fabric_plan, weights_sources
+from ansible_collections.sparkfold.cluster.plugins.filter.recipe import CONTAINER_FLAVOURS
 
 # The fabric role's defaults for what an inventory may leave out (roles/fabric/defaults/main.yml): the
 # ring's supernet; fabric_topology is `pair` for two nodes, else `switch`; fabric_host_index is the node's
@@ -98,6 +100,38 @@ def _start_order(order, world):
     return [*followers, 0]
 
 
+def start_budget(spec, world):
+    """What one start of a rank's unit waits for, from the checked recipe (systemd's TimeoutStartSec covers
+    ExecStartPre, ExecStart and ExecStartPost; roles/engine_service/templates/sparkfold-engine@.service.j2,
+    rank.conf.j2 and files/sparkfold-engine-gate.py), and what the starts of one ordered restart add up to.
+
+    pre_s   ExecStartPre: nvidia-modprobe, the memory gate's sync, page-cache drop and compaction before its wait
+            (60 s); a container recipe's `<runtime> rm --force` of a container left by a killed run, which stops
+            it within container.options.stop_timeout.
+    gate_s  the memory gate's wait, memory.gate_timeout_s.
+    ready_s rank 0's ready gate (ExecStartPost): the source's own wait, ready.timeout_s.
+    post_s  the ready gate's last round, begun before its deadline: /health, the models list and the container log,
+            10 s each at most, and the one chat check (120 s at most) where the recipe has ready.chat.
+    needed_s  the sum: rank 0's start, and every unit's TimeoutStartSec.
+    follower_s  a follower's start (Type=exec, no ready gate): pre_s + gate_s.
+    restart_s  the starts of one ordered restart, one after the other (the engine_service role and the watchdog
+            start each follower, then rank 0): (world - 1) x follower_s + needed_s.
+    """
+    container = spec.get('flavour') in CONTAINER_FLAVOURS
+    stop_timeout = int(((spec.get('container') or {}).get('options') or {}).get('stop_timeout', 0)) if container else 0
+    ready = spec.get('ready') or {}
+    waits = {
+        'pre_s': 60 + stop_timeout,
+        'gate_s': int((spec.get('memory') or {}).get('gate_timeout_s', 0)),
+        'ready_s': int(ready.get('timeout_s', 0)),
+        'post_s': 30 + (120 if 'chat' in ready else 0),
+    }
+    needed = sum(waits.values())
+    follower = waits['pre_s'] + waits['gate_s']
+    return {**waits, 'needed_s': needed, 'follower_s': follower,
+            'restart_s': (int(world) - 1) * follower + needed}
+
+
 def recipe_cluster(heads, workers, hostvars, spec, worker_store='copy'):
     """The cluster facts of one cluster: see recipe_cluster.yml."""
     if not isinstance(spec, Mapping):
@@ -145,6 +179,7 @@ def recipe_cluster(heads, workers, hostvars, spec, worker_store='copy'):
         'rendezvous_address': rendezvous,
         'worker_store': worker_store,
         'start_order': _start_order((spec.get('launch') or {}).get('order', 'followers_first'), world),
+        'start_budget': start_budget(spec, world),
         'sources': sources,
         'waves': max((plan['wave'] for plan in sources.values()), default=0),
         'hosts': hosts,

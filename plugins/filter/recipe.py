@@ -313,6 +313,9 @@ def recipe_problems(recipe):
         if 'listen_ports' in launch and launch['listen_ports'] != ports:
             problems.append(f"launch.listen_ports {launch['listen_ports']} are not the ports rank 0 listens on: "
                             f"rendezvous_port + g - 1 for each follower g, {ports}")
+    if recipe.get('engine', {}).get('server_packages') and flavour != 'dsv41-zig':
+        problems.append('engine.server_packages are installed on the host of rank 0, where a dsv41-zig rank runs; a '
+                        f'{flavour} rank runs in its container: put them in its image')
     if 'log_line' in recipe['ready'] and flavour not in CONTAINER_FLAVOURS:
         problems.append('ready.log_line reads rank 0\'s container log: only a container flavour '
                         f"({', '.join(sorted(CONTAINER_FLAVOURS))}) has one")

@@ -56,7 +56,7 @@ def render(tmp_path, recipe, port, key="", container=False, runtime="/usr/bin/po
         "recipe_rank": 0, "recipe_world": 4, "recipe_api_host": "0.0.0.0", "recipe_api_port": port,
         "recipe_api_served_name": "DeepSeek-V4.1-Flash-TP4", "recipe_api_key": key,
         "recipe_api_key_file": str(tmp_path / "engine-api-key"), "engine_service_env_files": [],
-        "engine_service_launch_env": {}, "engine_service_env": {}, "engine_service_start_timeout_s": 5,
+        "engine_service_launch_env": {}, "engine_service_env": {}, "engine_service_ready_timeout_s": 5,
         "engine_service_container": container, "engine_service_container_runtime_bin": runtime,
         "engine_service_container_name": "sparkfold-engine-0",
     }

@@ -15,6 +15,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.unit.playbook import changed_count, run_playbook, task_result
 
 PLAY = """
@@ -70,6 +72,7 @@ def _setup(tmp_path):
         "engine_repo_url": str(upstream), "engine_commit": _git("rev-parse", "HEAD", cwd=upstream),
         "engine_patches": [str(tmp_path / "0001-recipe.patch")], "engine_build_args": ["install"],
         "engine_binaries": ["bin/tf-dsv41-lanes"], "engine_tree_files": [], "engine_packages": [],
+        "engine_server_packages": [], "recipe_rank": 0,
         "engine_zig": str(zig), "engine_src_dir": f"{node}/src/engine", "engine_patch_dir": f"{node}/patches",
         "engine_worktree_dir": f"{node}/build", "engine_zig_cache_dir": f"{node}/zig",
         "engine_prefix_root": f"{node}/engine", "engine_build_poll_s": 1,
@@ -78,11 +81,11 @@ def _setup(tmp_path):
     }
 
 
-def _run(tmp_path, given, args=()):
+def _run(tmp_path, given, args=(), play=PLAY):
     (tmp_path / "inventory.yml").write_text(
         "all:\n  hosts:\n    node:\n      ansible_connection: local\n"
         f"      ansible_python_interpreter: {sys.executable}\n")
-    (tmp_path / "play.yml").write_text(PLAY)
+    (tmp_path / "play.yml").write_text(play)
     return run_playbook(tmp_path / "play.yml", tmp_path / "inventory.yml", tmp_path,
                         ["-e", json.dumps(given), *args])
 
@@ -194,3 +197,26 @@ def test_a_pin_force_pushed_away_upstream_stops_the_run_naming_the_commit_and_th
     assert (f"commit {given['engine_commit']} is not upstream in {upstream} (the cache still holds it from an "
             "earlier fetch)") in proc.stdout, proc.stdout[-3000:]
     assert f"the newest there: main {_git('rev-parse', 'HEAD', cwd=upstream)} (" in proc.stdout
+
+
+PACKAGES_PLAY = PLAY + """  post_tasks:
+    - name: Keep what the package step read
+      ansible.builtin.copy:
+        content: "{{ engine__packages | default({}) | to_json }}"
+        dest: "{{ packages_out }}"
+        mode: "0644"
+"""
+
+
+@pytest.mark.parametrize(("rank", "wanted"), [(0, ["dpkg"]), (1, [])])
+def test_rank_0_s_node_gets_the_packages_its_server_runs_with(tmp_path, rank, wanted):
+    # The Zig recipes' engine.server_packages (python3-pil: rank 0's vision decodes every image format but PNG with
+    # the host's python3 and Pillow) go to the node of rank 0 only, in the build's package step. dpkg stands in for
+    # python3-pil: installed on every Debian machine, so the step reads dpkg's database and installs nothing.
+    given = {**_setup(tmp_path), "engine_server_packages": ["dpkg"], "recipe_rank": rank,
+             "packages_out": str(tmp_path / "packages.json")}
+    proc = _run(tmp_path, given, play=PACKAGES_PLAY)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    read = json.loads((tmp_path / "packages.json").read_text())
+    assert sorted(read.get("installed", {})) == wanted, read
+    assert read.get("missing", []) == []

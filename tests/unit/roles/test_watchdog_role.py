@@ -10,13 +10,25 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import re
 import stat
 import sys
 
 import pytest
+import yaml
+from ansible_collections.sparkfold.cluster.plugins.filter.cluster import start_budget
+from ansible_collections.sparkfold.cluster.plugins.filter.recipe import recipe_check
 
 from tests.unit.playbook import run_playbook
+
+RECIPES = pathlib.Path(__file__).resolve().parents[3] / "roles" / "recipe" / "recipes"
+
+
+def cluster(recipe, world):
+    """The cluster facts the watchdog reads, as the recipe role computes them from a shipped recipe."""
+    spec = recipe_check(yaml.safe_load((RECIPES / f"{recipe}.yml").read_text()), recipe)
+    return {"world": world, "start_budget": start_budget(spec, world)}
 
 SYSTEMCTL = r'''#!/usr/bin/env python3
 import json, os, sys
@@ -74,11 +86,12 @@ def head(tmp_path):
     return tmp_path
 
 
-def run(head, args=(), analyze_says="", **extra):
+def run(head, args=(), analyze_says="", expect_failure=False, **extra):
     root = head / "root"
     given = {
         "recipe_spec": {"name": "dsv41-flash-tp2-zig", "launch": {"order": "followers_first"}},
-        "recipe_nodes": ["node", "spark-b"], "recipe_head": "node", "recipe_engine_prefix_root": str(root / "engine"),
+        "recipe_nodes": ["node", "spark-b"], "recipe_cluster": cluster("dsv41-flash-tp2-zig", 2),
+        "recipe_head": "node", "recipe_engine_prefix_root": str(root / "engine"),
         "recipe_model_dir": str(root / "models" / "dsv41") + "/",
         "watchdog_program": str(root / "libexec" / "sparkfold-watchdog.py"),
         "watchdog_config_file": str(root / "etc" / "watchdog.json"), "watchdog_state_dir": str(root / "state"),
@@ -90,7 +103,7 @@ def run(head, args=(), analyze_says="", **extra):
                         env={"PATH": f"{head / 'bin'}{os.pathsep}{os.environ['PATH']}",
                              "FAKE_SYSTEMD_STATE": str(head / "systemd.json"),
                              "FAKE_SYSTEMD_LOG": str(head / "systemd.log"), "FAKE_ANALYZE_SAYS": analyze_says})
-    if analyze_says:
+    if analyze_says or expect_failure:
         return proc, root
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     return int(re.search(r"node\s+: ok=\d+\s+changed=(\d+) ", proc.stdout).group(1)), root
@@ -163,3 +176,34 @@ def test_a_unit_systemd_analyze_warns_about_stops_the_run_before_the_timer_start
     # a message about another unit does not
     proc, _root = run(head, analyze_says="/lib/systemd/system/snapd.service:23: Unknown key name 'X', ignoring.")
     assert proc.returncode == 0, proc.stdout[-4000:]
+
+
+def test_the_sglang_ring_s_watchdog_outlasts_its_ordered_restart(head):
+    # The SGLang ring's rank 0 may take its whole start budget (600 s gate + 3600 s of boot.py + 100 s, the engine's
+    # TimeoutStartSec 4300) after three followers' starts (70 s ExecStartPre + 600 s gate each): the old fixed
+    # 2400 s stopped the watchdog, and its `systemctl start` of rank 0, half-way through a legitimate start.
+    _changed, root = run(head, recipe_spec={"name": "dsv41-flash-tp4-ring-sglang", "launch": {"order": "ascending"}},
+                         recipe_nodes=["node", "b", "c", "d"], recipe_cluster=cluster("dsv41-flash-tp4-ring-sglang", 4))
+    timeout = int(re.search(r"^TimeoutStartSec=(\d+)$",
+                            (root / "units" / "sparkfold-watchdog.service").read_text(), re.M).group(1))
+    config = json.loads((root / "etc" / "watchdog.json").read_text())
+    assert timeout >= 4300 and config["command_timeout_s"] >= 4300
+    # 3 x (70 + 600) follower starts + 4300 rank 0 + 3 x 5 s watches + 10 s probe, and 600 s for the stops.
+    assert timeout == config["command_timeout_s"] == 3 * 670 + 4300 + 15 + 10 + 600
+
+
+def test_a_watchdog_timeout_below_one_ordered_restart_is_refused(head):
+    proc, root = run(head, recipe_spec={"name": "dsv41-flash-tp4-ring-sglang", "launch": {"order": "ascending"}},
+                     recipe_nodes=["node", "b", "c", "d"], recipe_cluster=cluster("dsv41-flash-tp4-ring-sglang", 4),
+                     watchdog_timeout_s=2400, expect_failure=True)
+    assert proc.returncode == 2, proc.stdout[-4000:]
+    assert ("watchdog_timeout_s is 2400: one ordered restart of recipe dsv41-flash-tp4-ring-sglang on 4 ranks can "
+            "take 6335 s") in proc.stdout
+    assert "Set watchdog_timeout_s to at least 6335" in proc.stdout
+    assert not (root / "units" / "sparkfold-watchdog.service").exists(), "nothing is written before the check"
+
+
+def test_a_site_s_longer_watchdog_timeout_is_kept(head):
+    _changed, root = run(head, watchdog_timeout_s=9000)
+    assert "TimeoutStartSec=9000" in (root / "units" / "sparkfold-watchdog.service").read_text()
+    assert json.loads((root / "etc" / "watchdog.json").read_text())["command_timeout_s"] == 9000

@@ -13,7 +13,11 @@ from ansible.errors import AnsibleFilterError
 from ansible.inventory.manager import InventoryManager
 from ansible.parsing.dataloader import DataLoader
 from ansible.vars.manager import VariableManager
-from ansible_collections.sparkfold.cluster.plugins.filter.cluster import recipe_cluster, recipe_cluster_problems
+from ansible_collections.sparkfold.cluster.plugins.filter.cluster import (
+    recipe_cluster,
+    recipe_cluster_problems,
+    start_budget,
+)
 from ansible_collections.sparkfold.cluster.plugins.filter.recipe import recipe_check
 
 REPO = pathlib.Path(__file__).resolve().parents[4]
@@ -71,6 +75,39 @@ def test_the_lab_ring_rendezvous_is_the_heads_management_address_and_the_copy_is
     assert cluster['start_order'] == [1, 2, 3, 0]
     assert {host: (plan['source'], plan['wave']) for host, plan in cluster['sources'].items()} == {
         'spark-b': ('spark-a', 1), 'spark-d': ('spark-a', 1), 'spark-c': ('spark-b', 2)}
+
+
+def test_the_lab_ring_s_start_budget_is_the_sglang_sources_waits():
+    """The engine_service role's units and the watchdog read one start budget: the SGLang ring's is the roles' 600 s
+    memory gate + start.sh's READY_TIMEOUT 360 x 10 s (MiaAI DGX-Sparks start.sh @e0985205) + 60 s ExecStartPre,
+    the container's 10 s stop timeout (rm --force of a left container) and 30 s of the ready gate's last probes."""
+    heads, workers, hostvars = _inventory('lab-ring')
+    budget = recipe_cluster(heads, workers, hostvars, _recipe('dsv41-flash-tp4-ring-sglang'), 'copy')['start_budget']
+    assert budget == {'pre_s': 70, 'gate_s': 600, 'ready_s': 3600, 'post_s': 30, 'needed_s': 4300,
+                      'follower_s': 670, 'restart_s': 3 * 670 + 4300}
+
+
+@pytest.mark.parametrize(('name', 'needed', 'follower'), [
+    ('dsv41-flash-tp2-zig', 60 + 240 + 1800 + 30, 300),  # no published readiness wait: the format's 1800 s
+    ('dsv41-flash-tp2-vllm', 60 + 60 + 600 + 1500 + 30, 720),  # a 60 s container stop timeout
+    ('dsv41-flash-tp2-tfpy', 60 + 30 + 600 + 1800 + 30, 690),
+    ('dsv41-flash-tp4-zig', 60 + 240 + 1200 + 30 + 120, 300),  # 120 s more for the ready.chat check
+    ('dsv41-flash-tp4-ring-sglang', 60 + 10 + 600 + 3600 + 30, 670),
+])
+def test_every_recipe_s_start_budget_sums_its_waits(name, needed, follower):
+    for world in (1, 2, 4):
+        budget = start_budget(_recipe(name), world)
+        assert budget['needed_s'] == needed == sum(budget[key] for key in ('pre_s', 'gate_s', 'ready_s', 'post_s'))
+        assert budget['follower_s'] == follower
+        # The starts of one ordered restart, one after the other: each follower's, then rank 0's whole budget.
+        assert budget['restart_s'] == (world - 1) * follower + needed
+
+
+def test_a_recipe_override_moves_the_start_budget():
+    spec = _recipe('dsv41-flash-tp4-ring-sglang')
+    spec['ready']['timeout_s'] = 600
+    spec['memory']['gate_timeout_s'] = 300
+    assert start_budget(spec, 2)['needed_s'] == 70 + 300 + 600 + 30
 
 
 def test_the_lab_tp4_switch_starts_the_followers_descending():

@@ -1053,7 +1053,10 @@ def test_readiness_follows_each_recipes_source():
     """TP4 serve.sh @6033ea48: /v1/models lists the name, then a 4-token chat, thinking off; SGLang start.sh @e0985205:
     boot.py's banner after its smoke test and warm-up; a head that skips the smoke (SKIP_SMOKE=1) is /health alone."""
     tp4, ring, tp2 = load(TP4), load(RING), load(TP2)
-    # The waits the sources give (informational): serve.sh's 240 x 5 s, start.sh's READY_TIMEOUT 360 x 10 s.
+    # The waits the sources give: serve.sh's 240 x 5 s, start.sh's READY_TIMEOUT 360 x 10 s (the units' start budget
+    # is computed from them, tests/unit/roles/test_engine_start_budget.py); TP2 publishes none: the format's default.
+    assert 'timeout_s' not in tp2['ready']
+    assert recipe_check(copy.deepcopy(tp2))['ready']['timeout_s'] == 1800
     assert tp4['ready'] == {'path': '/health', 'models_path': '/v1/models',
                             'chat': {'prompt': 'Say OK.', 'max_tokens': 4,
                                      'chat_template_kwargs': {'enable_thinking': False}}, 'timeout_s': 1200}
@@ -1109,3 +1112,19 @@ def test_container_recipes_record_the_sources_readiness_waits():
     (.env.example sets none), MiaAI DGX-Sparks start.sh @e0985205 `${READY_TIMEOUT:-360}` rounds of `sleep 10`."""
     assert load(VLLM)['ready'] == {'path': '/health', 'timeout_s': 1500}
     assert load(RING)['ready']['timeout_s'] == 3600
+
+
+def test_the_zig_recipes_install_pillow_on_rank_0_s_host_and_a_container_recipe_may_not():
+    """pil.zig @24bbde8e: rank 0 decodes every image format but PNG in a `python3 -I` child with Pillow; the Zig ranks
+    run on the host, so the distribution's python3-pil goes to rank 0's node (engine.server_packages). A container
+    recipe's ranks run in their image: host packages would change nothing, and are refused."""
+    for path in (TP2, TP4):
+        assert load(path)['engine']['server_packages'] == ['python3-pil'], path
+    assert recipe_check(load(TFPY))['engine']['server_packages'] == []
+    tfpy = load(TFPY)
+    tfpy['engine']['server_packages'] = ['python3-pil']
+    assert any(p.startswith('engine.server_packages are installed on the host of rank 0')
+               for p in recipe_problems(tfpy)), recipe_problems(tfpy)
+    tp4 = load(TP4)
+    tp4['engine']['server_packages'] = ['Python3 Pil']
+    assert any('server_packages' in p for p in recipe_problems(tp4)), recipe_problems(tp4)
