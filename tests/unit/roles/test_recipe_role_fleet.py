@@ -106,7 +106,7 @@ def test_a_play_over_two_clusters_names_the_limit_of_each_and_one_runs_alone(tmp
     ({'cluster_b__hosts': {'b1': {}, 'b2': {}, 'a2': {}}},
      "The inventory's clusters are refused: a2 is in 2 clusters (cluster_a, cluster_b): a Spark belongs to one "
      "cluster, keep it in one cluster_* group"),
-    ({'_head_hosts': {'a1': {}}, '_workers_hosts': {'a2': {}, 'b1': {}, 'b2': {}}},
+    ({'head__hosts': {'a1': {}}, 'workers__hosts': {'a2': {}, 'b1': {}, 'b2': {}}},
      "The inventory's clusters are refused: cluster_b has no head: put one of its hosts (b1, b2) in the group head "
      "(rank 0)"),
     ({'cluster_b__vars': _vars(101, 'dsv41-flash-tp2-zig')},
