@@ -82,11 +82,11 @@ EXAMPLES = r"""
     paths:
       - /etc/ssh/ssh_host_ed25519_key.pub
       - /etc/netplan/40-cx7.yaml
-  register: fabric_read
+  register: __fabric_read
 
 - name: Say the MTU of each interface
   ansible.builtin.debug:
-    msg: "{{ fabric_read.ip_links | items2dict(key_name='ifname', value_name='mtu') }}"
+    msg: "{{ __fabric_read.ip_links | items2dict(key_name='ifname', value_name='mtu') }}"
 """
 
 RETURN = r"""

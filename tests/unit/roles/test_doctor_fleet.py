@@ -35,7 +35,7 @@ def node(cluster, host, rank, nodes, recipe, result, engine=""):
     if result is not None:
         found["doctor_result"] = result
     if engine:
-        found["doctor__engine"] = engine
+        found["_doctor_engine"] = engine
     return found
 
 

@@ -64,7 +64,7 @@ def link(interface, mtu=9000, addresses=(), up=True, carrier=True):
 def drift(*stdouts):
     """live_drift.j2 over the rails present (None: the interface is missing, left to the input checks)."""
     links = [{"rail": rail, "link": json.loads(out)[0]} for rail, out in zip(PLAN, stdouts) if out is not None]
-    text = render("live_drift.j2", fabric__links=links)
+    text = render("live_drift.j2", _fabric_links=links)
     return yaml.safe_load(text or "") or []
 
 
@@ -108,7 +108,7 @@ def test_a_port_without_a_link_names_its_cable_not_netplan():
         "fix": "plug the cable of enp1s0f1np1 (to the peers on rail0) in at both ends, and check that node is up"}
     plan = fabric_plan(RING_PORTS, 2, topology="ring", ring_cidr="10.10.0.0/16", min_hosts=4)
     links = [{"rail": plan[0], "link": json.loads(link("enp1s0f0np0", carrier=False))[0]}]
-    ring = yaml.safe_load(render("live_drift.j2", fabric__links=links, fabric_plan_result=plan,
+    ring = yaml.safe_load(render("live_drift.j2", _fabric_links=links, fabric_plan_result=plan,
                                  fabric_ring_order=["spark-a", "spark-b", "spark-c", "spark-d"]))
     assert ring[0]["message"] == ("spark-b: interface enp1s0f0np0 (port0) has no link (no carrier): the cable to "
                                   "spark-c port1 is pulled, or the other end is down")
@@ -136,7 +136,7 @@ def test_the_address_wait_reads_a_port_without_an_address(addresses, carrier, re
     argv = templar.template(trust_as_template(handler["ansible.builtin.command"])).split()
     entry = json.loads(link(rail["interface"], addresses=addresses, carrier=carrier))[0]
     for attempts, done in ((1, ready), (30, True)):
-        variables = {"item": rail, "_fabric_addr": {"stdout": fake_ip(argv, entry), "attempts": attempts}}
+        variables = {"item": rail, "__fabric_addr": {"stdout": fake_ip(argv, entry), "attempts": attempts}}
         until = Templar(loader=DataLoader(), variables=variables).template(
             trust_as_template("{{ " + handler["until"] + " }}"))
         assert until is done or str(until) == str(done)
@@ -166,7 +166,7 @@ def test_ring_netplan_addresses_two_ports_and_leaves_the_second_views_unaddresse
 
 def test_an_address_on_a_second_view_is_drift_and_its_mtu_too():
     links = [{"rail": VIEWS[0], "link": json.loads(link("enP2p1s0f0np0", mtu=1500, addresses=["10.10.9.3/24"]))[0]}]
-    found = yaml.safe_load(render("live_drift.j2", fabric__links=links) or "") or []
+    found = yaml.safe_load(render("live_drift.j2", _fabric_links=links) or "") or []
     assert [item["fix"] for item in found] == ["ip link set dev enP2p1s0f0np0 mtu 9000",
                                                "ip addr del 10.10.9.3/24 dev enP2p1s0f0np0"]
 
@@ -200,14 +200,14 @@ def test_live_links_are_the_plan_interfaces_present_in_plan_order_whatever_ip_or
     compare = task("live.yml", "Compare the live rails with the plan")
     live = ip_links(link("lo"), link("enP2p1s0f1np1", addresses=["192.168.101.2/24"]),
                     link("enp1s0f1np1", mtu=1500, addresses=["192.168.100.2/24"]))
-    pairs = evaluate(compare["vars"]["fabric__links"], fabric_plan_result=PLAN, fabric_unaddressed_result=[],
-                     fabric_read={"ip_links": live},
+    pairs = evaluate(compare["vars"]["_fabric_links"], fabric_plan_result=PLAN, fabric_unaddressed_result=[],
+                     __fabric_read={"ip_links": live},
                      ansible_facts={"sparkfold_roce": {"netdevs": {"lo": {}, "enp1s0f1np1": {}, "enP2p1s0f1np1": {}}}})
     assert [(p["rail"]["name"], p["link"]["ifname"]) for p in pairs] == [
         ("rail0", "enp1s0f1np1"), ("rail1", "enP2p1s0f1np1")]
     # an interface sysfs does not list is left to the input checks (as the loop's `when` did)
-    pairs = evaluate(compare["vars"]["fabric__links"], fabric_plan_result=PLAN, fabric_unaddressed_result=VIEWS,
-                     fabric_read={"ip_links": live},
+    pairs = evaluate(compare["vars"]["_fabric_links"], fabric_plan_result=PLAN, fabric_unaddressed_result=VIEWS,
+                     __fabric_read={"ip_links": live},
                      ansible_facts={"sparkfold_roce": {"netdevs": {"enp1s0f1np1": {}}}})
     assert [p["link"]["ifname"] for p in pairs] == ["enp1s0f1np1"]
 
@@ -221,19 +221,19 @@ def test_an_interface_that_cannot_carry_the_mtu_is_an_input_problem():
                  "fabric_unaddressed_result": [], "fabric_live_drift": [], "fabric_topology": "pair",
                  "fabric_lab": True,
                  "ansible_facts": {"sparkfold_roce": {"netdevs": {"enp1s0f1np1": {}, "enP2p1s0f1np1": {}}}},
-                 "fabric_read": {"files": {"/etc/ssh/ssh_host_ed25519_key.pub": {"exists": True, "type": "file"}}}}
+                 "__fabric_read": {"files": {"/etc/ssh/ssh_host_ed25519_key.pub": {"exists": True, "type": "file"}}}}
     variables["_fabric_mtu_problems"] = evaluate(collect["vars"]["_fabric_mtu_problems"], **variables)
     variables["_fabric_gid_problems"] = []
     assert evaluate(collect["ansible.builtin.set_fact"]["fabric_input_problems"], **variables) == [
         "spark-b: interface enp1s0f1np1 carries at most MTU 1500, fabric_mtu is 9000"]
-    variables["fabric_read"]["files"]["/etc/ssh/ssh_host_ed25519_key.pub"] = {"exists": False, "type": "absent"}
+    variables["__fabric_read"]["files"]["/etc/ssh/ssh_host_ed25519_key.pub"] = {"exists": False, "type": "absent"}
     variables["fabric_live_links"] = [no_limit]
     variables["_fabric_mtu_problems"] = evaluate(collect["vars"]["_fabric_mtu_problems"], **variables)
     assert evaluate(collect["ansible.builtin.set_fact"]["fabric_input_problems"], **variables) == [
         "spark-b: /etc/ssh/ssh_host_ed25519_key.pub does not exist (the ed25519 host key of sshd, which the peers"
         " pin for the fabric addresses; ssh-keygen -A makes it)"]
     # a rail without a link stops the play before netplan apply (a pair); a ring's cable check names it instead
-    variables["fabric_read"]["files"]["/etc/ssh/ssh_host_ed25519_key.pub"] = {"exists": True, "type": "file"}
+    variables["__fabric_read"]["files"]["/etc/ssh/ssh_host_ed25519_key.pub"] = {"exists": True, "type": "file"}
     variables["fabric_live_drift"] = drift(link("enp1s0f1np1", carrier=False), link("enP2p1s0f1np1"))
     assert evaluate(collect["ansible.builtin.set_fact"]["fabric_input_problems"], **variables) == [
         "spark-b: interface enp1s0f1np1 (rail0) has no link (no carrier): the cable to the peers on rail0 is pulled,"
@@ -254,13 +254,13 @@ def test_a_ring_bootstraps_on_the_first_interface_in_ip_order_holding_the_manage
                                                {"family": "inet", "local": "10.231.0.11"}]},
             {"ifname": "wlP9s9", "addr_info": [{"family": "inet", "local": "10.231.0.11"}]},
             {"ifname": "enp1s0f0np0"}]
-    ring = {"fabric_topology": "ring", "fabric_read": {"ip_links": live}}
+    ring = {"fabric_topology": "ring", "__fabric_read": {"ip_links": live}}
     assert bootstrap(fabric_bootstrap_interface="", ansible_host="10.231.0.11", **ring) == "enP7s7"
     # only IPv4 counts (as `ip -4` read it): an IPv6 management address finds none, and the ring is refused
     assert bootstrap(fabric_bootstrap_interface="", ansible_host="fd00::11", **ring) == ""
     assert bootstrap(fabric_bootstrap_interface="eth9", ansible_host="10.231.0.11", **ring) == "eth9"
     assert bootstrap(fabric_bootstrap_interface="", ansible_host="10.231.0.11", fabric_topology="pair",
-                     fabric_read={"ip_links": live}) == ""
+                     __fabric_read={"ip_links": live}) == ""
 
 
 # --- SSH: each write runs only when the read shows it would change something ----------------------------------
@@ -284,7 +284,7 @@ def ssh_read(**changes):
 
 def key_whole(read):
     names = task("ssh.yml", "Name the fabric SSH key and this node's public keys for its peers")
-    variables = {"fabric_read": read, "fabric_ssh_user": "root"}
+    variables = {"__fabric_read": read, "fabric_ssh_user": "root"}
     for name, expression in names["vars"].items():
         variables[name] = evaluate(expression, **variables)
     facts = names["ansible.builtin.set_fact"]
@@ -317,7 +317,7 @@ def peer_lines(read):
     on spark-b."""
     peer = {"inventory_hostname": "spark-a", "fabric_ssh_pubkey": KEY, "fabric_ssh_hostkey": HOSTKEY,
             "fabric_plan_result": fabric_plan(RAILS, 1)}
-    variables = {"fabric_read": read, "fabric_ssh_user": "root", "hostvars": {"spark-a": peer},
+    variables = {"__fabric_read": read, "fabric_ssh_user": "root", "hostvars": {"spark-a": peer},
                  "fabric_peers": ["spark-a"]}
     runs = evaluate(role_var("fabric_ssh_authorize"), **variables) == ["spark-a"]
     pinned = [p["address"] for p in evaluate(role_var("fabric_ssh_pins"), **variables)]
@@ -352,7 +352,7 @@ def test_authorized_keys_with_the_wrong_mode_or_missing_is_handed_to_authorized_
 def test_a_peer_without_a_key_yet_is_not_authorised_and_pins_carry_the_peer_host_key():
     # check mode on a fresh peer: openssh_keypair made no key, so there is nothing to authorise yet
     peer = {"fabric_ssh_pubkey": "", "fabric_ssh_hostkey": HOSTKEY, "fabric_plan_result": fabric_plan(RAILS, 1)}
-    variables = {"fabric_read": ssh_read(), "fabric_ssh_user": "root", "hostvars": {"spark-a": peer},
+    variables = {"__fabric_read": ssh_read(), "fabric_ssh_user": "root", "hostvars": {"spark-a": peer},
                  "fabric_peers": ["spark-a"]}
     assert evaluate(role_var("fabric_ssh_authorize"), **variables) == []
     assert evaluate(role_var("fabric_ssh_pins"), **variables) == [
@@ -401,7 +401,7 @@ def test_the_cable_check_refuses_a_pulled_cable_one_line_each_naming_it():
     seen["spark-d"]["neighbors"]["enp1s0f1np1"] = []
     seen["spark-d"]["links"]["enp1s0f1np1"]["carrier"] = False
     variables = {"fabric_ring_order": RING_HOSTS,
-                 "hostvars": {h: {"fabric_plan_result": plans[h], "fabric_ring_seen": seen[h]} for h in RING_HOSTS}}
+                 "hostvars": {h: {"fabric_plan_result": plans[h], "__fabric_ring_seen": seen[h]} for h in RING_HOSTS}}
     for name in ("_ring", "_seen", "_carrier"):
         variables[name] = evaluate(stop["vars"][name], **variables)
     assert variables["_carrier"]["spark-c"] == {"enp1s0f0np0": False, "enp1s0f1np1": True}
@@ -427,11 +427,11 @@ def test_the_cable_check_pings_only_on_a_converged_ring_and_judges_each_ping():
                                "the plan)")
     hostvars = {h: {"fabric_live_drift": []} for h in RING_HOSTS}
     variables = {"ansible_play_hosts": RING_HOSTS, "hostvars": hostvars}
-    assert evaluate(probe["vars"]["fabric__converged"], **variables) is True
+    assert evaluate(probe["vars"]["_fabric_converged"], **variables) is True
     hostvars["spark-c"]["fabric_live_drift"] = [{"interface": "enp1s0f0np0", "message": "lacks address"}]
-    assert evaluate(probe["vars"]["fabric__converged"], **variables) is False
+    assert evaluate(probe["vars"]["_fabric_converged"], **variables) is False
     links = [{"peer": "spark-c", "interface": "enp1s0f0np0", "address": "10.10.2.3", "mtu": 9000}]
-    assert evaluate(probe["vars"]["fabric__pings"], fabric_links_result=links) == [
+    assert evaluate(probe["vars"]["_fabric_pings"], fabric_links_result=links) == [
         {"interface": "enp1s0f0np0", "address": "10.10.2.3", "size": 8972, "peer": "spark-c"}]
     judge = task("cables.yml", "Judge the jumbo pings to the neighbours")
     pings = [{"interface": "enp1s0f0np0", "address": "10.10.2.3", "size": 8972, "peer": "spark-c", "ok": False,
@@ -439,7 +439,7 @@ def test_the_cable_check_pings_only_on_a_converged_ring_and_judges_each_ping():
              {"interface": "enp1s0f1np1", "address": "10.10.1.1", "size": 8972, "peer": "spark-a", "ok": True,
               "detail": ""}]
     assert evaluate(judge["ansible.builtin.set_fact"]["fabric_reach_problems"],
-                    fabric_ring_seen={"pings": pings}) == [
+                    __fabric_ring_seen={"pings": pings}) == [
         "spark-b: jumbo ping (MTU 9000, don't fragment) to spark-c via enp1s0f0np0 failed: 1 packets transmitted, "
         "0 received, 100% packet loss"]
 

@@ -127,3 +127,22 @@ def test_a_written_token_is_left_alone_and_a_changed_or_opened_one_is_written_ag
     assert token.read_text() == "hf_second000000000000000000000000000\n"
     # the token never reaches the output
     assert "hf_second0000" not in proc.stdout
+
+
+def test_an_hf_that_answers_another_version_is_refused(tmp_path):
+    """hf's JSON answer is compared with the pin, not searched for it: a pre-release of the pin is another version."""
+    pin = importlib.metadata.version("huggingface_hub")
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    # venv_pins reads the venv with its python: the test venv's, which holds every pin
+    (venv / "bin" / "python").write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    (venv / "bin" / "hf").write_text(f"#!/bin/sh\necho '{{\"version\": \"{pin}rc1\"}}'\n")
+    for name in ("python", "hf"):
+        (venv / "bin" / name).chmod(0o755)
+    proc = _run(tmp_path, {"hf_cli_venv": str(venv)})
+    assert _task(proc.stdout, PIP) == "ok", proc.stdout[-3000:]
+    assert _task(proc.stdout, LINK) == "changed", proc.stdout[-3000:]
+    assert proc.returncode != 0, proc.stdout[-3000:]
+    text = " ".join(proc.stdout.split())
+    assert (f"node: {tmp_path / 'hf'} is huggingface_hub {pin}rc1, pinned {pin}; remove the venv ({venv}) and run "
+            "again") in text, text[-3000:]
