@@ -202,7 +202,7 @@ def test_a_pin_force_pushed_away_upstream_stops_the_run_naming_the_commit_and_th
 PACKAGES_PLAY = PLAY + """  post_tasks:
     - name: Keep what the package step read
       ansible.builtin.copy:
-        content: "{{ engine__packages | default({}) | to_json }}"
+        content: "{{ __engine_packages | default({}) | to_json }}"
         dest: "{{ packages_out }}"
         mode: "0644"
 """
