@@ -30,5 +30,16 @@ def snapshot(monkeypatch, hub_server):
 
 
 @pytest.fixture
+def run(snapshot):
+    """run(args) -> (kind, result): hub_snapshot.main() in-process, endpoint = the test Hub; run.warnings."""
+
+    def _run(args):
+        return snapshot(args)[:2]
+
+    _run.warnings = snapshot.warnings
+    return _run
+
+
+@pytest.fixture
 def store(tmp_path):
     return tmp_path / "store"

@@ -26,17 +26,6 @@ SHARD = "model-00001-of-00003.safetensors"
 MODULE_PATH = os.path.abspath(hub_snapshot.__file__)
 
 
-@pytest.fixture
-def run(snapshot):
-    """run(args) -> (kind, result): hub_snapshot.main() in-process, endpoint = the test Hub; run.warnings."""
-
-    def _run(args):
-        return snapshot(args)[:2]
-
-    _run.warnings = snapshot.warnings
-    return _run
-
-
 def sha256_of(path):
     return hashlib.sha256(path.read_bytes()).hexdigest()
 

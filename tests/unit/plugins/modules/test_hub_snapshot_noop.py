@@ -29,15 +29,6 @@ MODULE_PATH = os.path.abspath(hub_snapshot.__file__)
 SLACK = 3.0  # seconds a slow CI machine may add to a deadline
 
 
-@pytest.fixture
-def run(snapshot):
-    def _run(args):
-        return snapshot(args)[:2]
-
-    _run.warnings = snapshot.warnings
-    return _run
-
-
 def listing_file(store):
     return store / ".cache" / "huggingface" / LISTING_NAME
 

@@ -29,14 +29,6 @@ MODULE_PATH = os.path.abspath(hub_snapshot.__file__)
 
 
 @pytest.fixture
-def run(snapshot):
-    def _run(args):
-        return snapshot(args)[:2]
-
-    return _run
-
-
-@pytest.fixture
 def verify_store(monkeypatch):
     """verify_store(store, commit) -> (kind, result) of store_verify verify=full (what a worker checks)."""
     run_module = module_runner(monkeypatch, store_verify.main)

@@ -36,15 +36,6 @@ XET_HASH = "a5" * 32
 
 
 @pytest.fixture
-def run(snapshot):
-    def _run(args):
-        kind, result, _took = snapshot(args)
-        return kind, result
-
-    return _run
-
-
-@pytest.fixture
 def xet(monkeypatch, hub_server, hub_data):
     """SHARD of the quant stored with Xet on the test Hub; hf_xet enabled; xet_get faked. Returns its calls."""
     entry = hub_data.file(fixtures.QUANT, SHARD, fixtures.QUANT_PIN)
