@@ -30,6 +30,7 @@ def cluster(recipe, world):
     spec = recipe_check(yaml.safe_load((RECIPES / f"{recipe}.yml").read_text()), recipe)
     return {"world": world, "start_budget": start_budget(spec, world)}
 
+
 SYSTEMCTL = r'''#!/usr/bin/env python3
 import json, os, sys
 path = os.environ["FAKE_SYSTEMD_STATE"]
