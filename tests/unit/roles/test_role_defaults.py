@@ -44,7 +44,8 @@ def test_every_default_is_documented_with_its_value(defaults):
     role = defaults.parts[-3]
     values = yaml.safe_load(defaults.read_text()) or {}
     options = _options(role)
-    assert sorted(name for name in values if name not in options) == [], f"{role}: variables missing from the argument spec"
+    missing = sorted(name for name in values if name not in options)
+    assert missing == [], f"{role}: variables missing from the argument spec"
     differ = [
         f"{name}: defaults/main.yml {value!r}, argument spec {options[name].get('default', '(none)')!r}"
         for name, value in values.items()
