@@ -30,7 +30,8 @@ PLAYBOOK = '''
         engine_release_files: "{{ files }}"
 '''
 
-NAMES = ["sparkfold-engine@.service", "sparkfold-engine@0.service.d/10-rank.conf", "sparkfold-engine.target", "engine.env"]
+NAMES = ["sparkfold-engine@.service", "sparkfold-engine@0.service.d/10-rank.conf", "sparkfold-engine.target",
+         "engine.env"]
 
 
 @pytest.fixture()
