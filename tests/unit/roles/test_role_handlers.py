@@ -56,6 +56,6 @@ def test_a_role_notifies_only_its_own_handlers(role):
 
 def test_the_check_sees_the_notifies():
     """The walk finds notifies at all (a role known to notify its own handler)."""
-    topics = [topic for path, topic in notified(REPO / "roles" / "engine_service") if path]
-    assert "sparkfold engine_service files written" in topics
-    assert "sparkfold engine_service files written" in handler_topics(REPO / "roles" / "engine_service")
+    topics = [topic for path, topic in notified(REPO / "roles" / "storage") if path]
+    assert "Reload NFS Exports" in topics
+    assert "Reload NFS Exports" in handler_topics(REPO / "roles" / "storage")

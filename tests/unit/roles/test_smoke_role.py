@@ -99,7 +99,7 @@ def test_a_key_the_engine_does_not_enforce_fails_the_smoke(pair, tmp_path):
 
 
 def test_the_verdict_the_rollback_reads_is_failed_with_the_message(pair, tmp_path):
-    # engine_service's upgrade.yml includes probe.yml and reads smoke_verdict.passed and .msg to roll back
+    # engine_release (main.yml, rollback.yml) includes probe.yml and reads smoke_verdict.passed and .msg to roll back
     tasks = [{"ansible.builtin.include_role": {"name": "sparkfold.cluster.smoke", "tasks_from": "probe"}},
              {"ansible.builtin.copy": {"content": "{{ smoke_verdict | to_json }}", "dest": str(tmp_path / "verdict"),
                                        "mode": "0600"}}]
