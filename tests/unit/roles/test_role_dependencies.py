@@ -4,10 +4,11 @@
 """A role that reads another role's variables reads that role's own definition, not a copy of it.
 
 The doctor checks against what the cuda, fabric and weights roles require; the watchdog reads the engine_service
-role's files. Each names those roles as dependencies that run no task (meta/main.yml: tags never, when false), so
-their defaults reach the play. ansible-playbook loads the role as the playbooks do, from a copy of the collection
-whose owners' defaults were changed: the reader follows them. A value the inventory sets for an owner's variable is
-the reader's too, and none of the owners' tasks runs."""
+role's files; engine_service reads the fabric role's NCCL library and bootstrap interface. Each names those roles
+as dependencies that run no task (meta/main.yml: tags never, when false), so their defaults reach the play.
+ansible-playbook loads the role as the playbooks do, from a copy of the collection whose owners' defaults were
+changed: the reader follows them. A value the inventory sets for an owner's variable is the reader's too, and none
+of the owners' tasks runs."""
 
 from __future__ import annotations
 
@@ -40,7 +41,11 @@ READ = {
                "'nccl_package': doctor_nccl_package, 'nccl_min': doctor_nccl_min_version_aarch64, "
                "'listen': doctor_neighbor_listen_s, 'endpoint': doctor_hub_endpoint, 'token': doctor_hub_token}"),
     "watchdog": "{'env': watchdog_engine_env, 'gate': watchdog_gate, 'image_record': watchdog_config.image_record}",
+    "engine_service": ("{'nccl_library': engine_service_own_values.nccl_library, "
+                       "'bootstrap_interface': engine_service_own_values.bootstrap_interface}"),
 }
+# The roles whose variables each reader reads (its dependencies).
+OWNERS = {"doctor": ("cuda", "fabric", "weights"), "watchdog": ("engine_service",), "engine_service": ("fabric",)}
 # What the watchdog's image record entry needs besides: the recipe role's facts it reads in the same mapping.
 RECIPE = {"recipe_spec": {"name": "dsv41-flash-tp2-zig", "launch": {"order": "followers_first"}},
           "recipe_engine_prefix_root": "/opt/sparkfold/engine", "recipe_model_dir": "/srv/models/m",
@@ -98,12 +103,17 @@ def reads(tmp_path, role, collections, host_vars=None):
     ("watchdog", [], {},
      {"env": "/etc/sparkfold/engine.env", "gate": "/usr/local/libexec/sparkfold/sparkfold-engine-gate.py",
       "image_record": "/var/lib/sparkfold/engine-image/current.json"}),
-], ids=["doctor-changed-owners", "doctor-as-shipped", "watchdog-changed-owner", "watchdog-as-shipped"])
+    ("engine_service", [("fabric", 'fabric_nccl_library: ""', "fabric_nccl_library: /opt/nccl/libnccl.so.2")],
+     {"fabric_bootstrap_interface": "enP7s7"},
+     {"nccl_library": "/opt/nccl/libnccl.so.2", "bootstrap_interface": "enP7s7"}),
+    ("engine_service", [], {}, {"nccl_library": "", "bootstrap_interface": ""}),
+], ids=["doctor-changed-owners", "doctor-as-shipped", "watchdog-changed-owner", "watchdog-as-shipped",
+        "engine_service-changed-owner", "engine_service-as-shipped"])
 def test_a_reader_follows_the_owners_definition_and_the_inventory(tmp_path, role, changes, host_vars, expected):
     found, out = reads(tmp_path, role, collection(tmp_path, changes), host_vars)
     assert found == expected
     # Of the roles whose defaults the reader loads, no task runs: only their argument checks (tagged always) are
     # listed, and skipped.
-    ran = re.findall(r"TASK \[sparkfold\.cluster\.(cuda|fabric|weights|engine_service) : ([^\]]*)\][^\n]*\n"
+    ran = re.findall(rf"TASK \[sparkfold\.cluster\.({'|'.join(OWNERS[role])}) : ([^\]]*)\][^\n]*\n"
                      r"(?:(?!TASK \[).*\n)*?(ok|changed|skipping|fatal): ", out)
     assert ran and all(name.startswith("Validating arguments") and status == "skipping" for _, name, status in ran), ran
