@@ -36,8 +36,12 @@ PLAY = """\
 def doctor(tmp_path, results, extra=()):
     """ansible-playbook of the role's verdict over spark-a and spark-b, each with its doctor_result (None: none)."""
     hosts = {}
-    for host, result in results.items():
-        hosts[host] = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable}
+    for rank, (host, result) in enumerate(results.items()):
+        # The recipe role's facts, as it sets them on every host of the play before the doctor runs.
+        hosts[host] = {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                       "recipe_cluster_name": "sparks", "recipe_cluster": {"nodes": list(results)}, "recipe_rank": rank,
+                       "recipe_spec": {"name": "dsv41-flash-tp2-zig",
+                                       "weights": {"revision": "d17a1af21a75dff84c12b89ae207cd43c05865a7"}}}
         if result is not None:
             hosts[host]["doctor_result"] = result
     inventory = tmp_path / "hosts.yml"

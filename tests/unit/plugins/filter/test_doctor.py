@@ -5,13 +5,11 @@ import copy
 import os
 
 import pytest
-import yaml
 from ansible.errors import AnsibleFilterError
 from ansible_collections.sparkfold.cluster.plugins.filter.doctor import doctor_pings, doctor_report, doctor_verdict
 from ansible_collections.sparkfold.cluster.plugins.module_utils.roce import gather_roce_facts
 
 HERE = os.path.dirname(__file__)
-ROOT = os.path.join(HERE, "..", "..", "..", "..")
 SYSFS = os.path.join(HERE, "..", "..", "fixtures", "sysfs", "spark-a")
 GIB = 1024 ** 3
 
@@ -194,24 +192,6 @@ def test_the_input_is_not_changed():
     before = copy.deepcopy(facts)
     doctor_report(facts, expect())
     assert facts == before
-
-
-def test_the_role_falls_back_to_the_defaults_of_the_roles_it_mirrors():
-    def defaults(role):
-        with open(os.path.join(ROOT, "roles", role, "defaults", "main.yml"), encoding="utf-8") as handle:
-            return yaml.safe_load(handle)
-
-    doctor, cuda, fabric = defaults("doctor"), defaults("cuda"), defaults("fabric")
-    mirrored = {
-        "doctor_expected_speed_mbps": ("fabric_expected_speed_mbps", fabric),
-        "doctor_neighbor_listen_s": ("fabric_neighbor_listen_s", fabric),
-        "doctor_driver_branch": ("cuda_driver_branch", cuda), "doctor_nccl_package": ("cuda_nccl_package", cuda),
-        "doctor_nccl_min_version_aarch64": ("cuda_nccl_min_version_aarch64", cuda),
-    }
-    for name, (theirs, their_defaults) in mirrored.items():
-        value = str(their_defaults[theirs])
-        forms = (f"{{{{ {theirs} | default({value}) }}}}", f"{{{{ {theirs} | default('{value}') }}}}")
-        assert doctor[name] in forms, name
 
 
 def test_pings_pair_the_rails_by_name_at_the_full_mtu():
