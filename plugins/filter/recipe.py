@@ -2,7 +2,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters that check a deployment recipe and render its launch lines.
 
-Documentation lives in the sidecar files next to this one (recipe_check.yml, recipe_render.yml, recipe_placeholders.yml).
+Documentation lives in the sidecar files next to this one (recipe_check.yml, recipe_render.yml,
+recipe_placeholders.yml).
 A recipe is one data file per published system (roles/recipe/recipes/<name>.yml): the engine, its
 build, the kit, the per-node inputs, the weights, the launch lines of every rank, the capacity
 model, the memory thresholds, the smoke test and the published figures, each with its source.

@@ -17,7 +17,8 @@ description:
   - The engine_service role judges the recipe's capacity against the first two before any file is written, and
     compares the running program's build with the record (a pair that served before the record existed gets one).
   - With O(env_file), also the variables of an environment file another role wrote on the node (the fabric role's
-    C(fabric.env): the bootstrap interface it named on a ring), parsed as systemd's C(EnvironmentFile=) reads it.
+    C(fabric.env), which records the bootstrap interface it named on a ring), parsed as systemd's
+    C(EnvironmentFile=) reads it.
 author:
   - sparkfold developers (@sparkfold)
 options:

@@ -96,9 +96,9 @@ def test_a_ring_node_without_a_record_is_refused_before_anything_is_written(tmp_
     text = " ".join(proc.stdout.split())
     assert "The ring's bootstrap interface: 2 problem(s) on spark-a, spark-b, spark-c, spark-d:" in text, text[-3000:]
     for host in ("spark-b", "spark-d"):
-        assert (f"- {host}: no bootstrap interface for the ranks' NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME: the fabric "
-                f"role did not run in this run, {tmp_path}/{host}.fabric.env holds no SPARKFOLD_BOOTSTRAP_IFNAME and "
-                "fabric_bootstrap_interface is not set") in text
+        assert (f"- {host}: no bootstrap interface for the ranks' NCCL_SOCKET_IFNAME and GLOO_SOCKET_IFNAME: the "
+                f"fabric role did not run in this run, {tmp_path}/{host}.fabric.env holds no "
+                "SPARKFOLD_BOOTSTRAP_IFNAME and fabric_bootstrap_interface is not set") in text
     assert "Run the fabric play first (site.yml without --tags, or --tags fabric,engine)" in text
     assert "or set fabric_bootstrap_interface to the management interface" in text
     assert list(out.iterdir()) == []

@@ -60,7 +60,8 @@ def test_only_the_ring_recipe_launches_with_the_bootstrap_interface(path):
     # The engine_service role needs the fabric role's record of the bootstrap interface only where the recipe's
     # launch names {bootstrap_interface}: the ring's; a pair's or a switch's recipe does not.
     recipe = load(path)
-    assert ('bootstrap_interface' in recipe_placeholders(recipe['launch'])) == ((recipe.get('fabric') or {}).get('topology') == 'ring')
+    ring = (recipe.get('fabric') or {}).get('topology') == 'ring'
+    assert ('bootstrap_interface' in recipe_placeholders(recipe['launch'])) == ring
 
 
 @pytest.mark.parametrize('path', RECIPES, ids=[p.stem for p in RECIPES])
