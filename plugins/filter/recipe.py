@@ -2,7 +2,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters that check a deployment recipe and render its launch lines.
 
-Documentation lives in the sidecar files next to this one (recipe_check.yml, recipe_render.yml).
+Documentation lives in the sidecar files next to this one (recipe_check.yml, recipe_render.yml,
+recipe_placeholders.yml).
 A recipe is one data file per published system (roles/recipe/recipes/<name>.yml): the engine, its
 build, the kit, the per-node inputs, the weights, the launch lines of every rank, the capacity
 model, the memory thresholds, the smoke test and the published figures, each with its source.
@@ -648,6 +649,12 @@ def recipe_render(template, values):
     return out
 
 
+def recipe_placeholders(template):
+    """The names of the placeholders a recipe's launch template uses (a string, list or mapping, nested), sorted:
+    a role asks whether a value is needed before it reads it (a ring's {bootstrap_interface})."""
+    return sorted(_placeholders(template))
+
+
 def container_run(container, name, image, env_file, argv, lab_extra=None, values=None, detach=False):
     """The `podman run` (or `docker run`) command line of one rank, from the recipe's container section.
 
@@ -739,4 +746,5 @@ def container_env_file(env, what='the environment'):
 class FilterModule:
     def filters(self):
         return {'recipe_check': recipe_check, 'recipe_problems': recipe_problems, 'recipe_render': recipe_render,
-                'container_run': container_run, 'container_env_file': container_env_file}
+                'recipe_placeholders': recipe_placeholders, 'container_run': container_run,
+                'container_env_file': container_env_file}

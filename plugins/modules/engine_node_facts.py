@@ -16,6 +16,9 @@ description:
     store's C(*.safetensors) files, the program the running rank's unit runs, and the record of what served.
   - The engine_service role judges the recipe's capacity against the first two before any file is written, and
     compares the running program's build with the record (a pair that served before the record existed gets one).
+  - With O(env_file), also the variables of an environment file another role wrote on the node (the fabric role's
+    C(fabric.env), which records the bootstrap interface it named on a ring), parsed as systemd's
+    C(EnvironmentFile=) reads it.
 author:
   - sparkfold developers (@sparkfold)
 options:
@@ -33,6 +36,12 @@ options:
     description: The JSON record of what served. Missing is no error (RV(record) is then null).
     type: path
     required: true
+  env_file:
+    description:
+      - An environment file of C(KEY=VALUE) lines to read (comments and blank lines left out, a value's surrounding
+        quotes removed, the last assignment of a name winning). Missing is no error (RV(env) is then null).
+      - A line that is not a comment, blank or C(KEY=VALUE) fails the module, naming the line.
+    type: path
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 attributes:
@@ -51,6 +60,7 @@ EXAMPLES = r"""
     model_dir: /srv/models/dsv41-flash-exl3
     unit: sparkfold-engine@0.service
     record: /var/lib/sparkfold/engine/serving/serving.json
+    env_file: /etc/sparkfold/fabric.env
   register: node
 """
 
@@ -74,12 +84,18 @@ record:
   description: The record of what served, parsed, or null when there is none.
   returned: success
   type: dict
+env:
+  description: The variables of O(env_file), by name; null when the file is missing, or when O(env_file) is not given.
+  returned: success
+  type: dict
+  sample: {"SPARKFOLD_BOOTSTRAP_IFNAME": "enP7s7", "NCCL_SOCKET_IFNAME": "=enP7s7"}
 """
 
 import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.sparkfold.cluster.plugins.module_utils.env_file import parse_env
 
 
 def mem_total_kib(meminfo="/proc/meminfo"):
@@ -112,6 +128,7 @@ def main():
             model_dir=dict(type="path", required=True),
             unit=dict(type="str", required=True),
             record=dict(type="path", required=True),
+            env_file=dict(type="path"),
         ),
         supports_check_mode=True,
     )
@@ -155,7 +172,22 @@ def main():
             module.fail_json(msg=f"the record {params['record']} is not a JSON object: remove it, and the next run "
                              "records what serves again")
 
-    module.exit_json(changed=False, mem_total_kib=memory, weights_bytes=weights, running_exe=running, record=record)
+    env = None
+    if params["env_file"]:
+        try:
+            with open(params["env_file"]) as handle:
+                env = parse_env(handle.read())
+        except FileNotFoundError:
+            env = None
+        except (OSError, UnicodeDecodeError) as exc:
+            module.fail_json(msg=f"could not read the environment file {params['env_file']}: {exc}")
+        except ValueError as exc:
+            module.fail_json(msg=f"the environment file {params['env_file']} is not an environment file: {exc}. Remove "
+                             "that line, or the file, and run the play of the role that writes it (site.yml without "
+                             "--tags writes it again)")
+
+    module.exit_json(changed=False, mem_total_kib=memory, weights_bytes=weights, running_exe=running, record=record,
+                     env=env)
 
 
 if __name__ == "__main__":

@@ -4,8 +4,9 @@
 """A role that reads another role's variables reads that role's own definition, not a copy of it.
 
 The doctor checks against what the cuda, fabric and weights roles require; the watchdog reads the engine_service
-role's files; engine_service reads the fabric role's NCCL library and bootstrap interface. Each names those roles
-as dependencies that run no task (meta/main.yml: tags never, when false), so their defaults reach the play.
+role's files; engine_service reads the fabric role's NCCL library and bootstrap interface (the inventory's where
+the node holds no record of the fabric role's: tests/unit/roles/test_engine_bootstrap_interface.py). Each names those
+roles as dependencies that run no task (meta/main.yml: tags never, when false), so their defaults reach the play.
 ansible-playbook loads the role as the playbooks do, from a copy of the collection whose owners' defaults were
 changed: the reader follows them. A value the inventory sets for an owner's variable is the reader's too, and none
 of the owners' tasks runs."""
@@ -103,6 +104,8 @@ def reads(tmp_path, role, collections, host_vars=None):
     ("watchdog", [], {},
      {"env": "/etc/sparkfold/engine.env", "gate": "/usr/local/libexec/sparkfold/sparkfold-engine-gate.py",
       "image_record": "/var/lib/sparkfold/engine-image/current.json"}),
+    # engine_service's read of the node (tasks/node_read.yml) did not run, so found no record of the fabric role's:
+    # the inventory's fabric_bootstrap_interface, the fabric role's default else.
     ("engine_service", [("fabric", 'fabric_nccl_library: ""', "fabric_nccl_library: /opt/nccl/libnccl.so.2")],
      {"fabric_bootstrap_interface": "enP7s7"},
      {"nccl_library": "/opt/nccl/libnccl.so.2", "bootstrap_interface": "enP7s7"}),

@@ -24,6 +24,7 @@ from ansible_collections.sparkfold.cluster.plugins.filter.recipe import (
     container_run,
     optional_fields,
     recipe_check,
+    recipe_placeholders,
     recipe_problems,
     recipe_render,
     required_fields,
@@ -44,7 +45,23 @@ def load(path):
 
 def test_filters_are_registered():
     assert set(FilterModule().filters()) == {
-        'recipe_check', 'recipe_problems', 'recipe_render', 'container_run', 'container_env_file'}
+        'recipe_check', 'recipe_problems', 'recipe_render', 'recipe_placeholders', 'container_run',
+        'container_env_file'}
+
+
+def test_placeholders_of_a_template_nested_sorted_once():
+    assert recipe_placeholders({'env': {'A': '{rank}', 'B': 'x{rank}:{port}'}, 'args': ['{model_dir}', '--n', 2],
+                                'n': None}) == ['model_dir', 'port', 'rank']
+    assert recipe_placeholders('serve') == [] and recipe_placeholders([]) == []
+
+
+@pytest.mark.parametrize('path', RECIPES, ids=[p.stem for p in RECIPES])
+def test_only_the_ring_recipe_launches_with_the_bootstrap_interface(path):
+    # The engine_service role needs the fabric role's record of the bootstrap interface only where the recipe's
+    # launch names {bootstrap_interface}: the ring's; a pair's or a switch's recipe does not.
+    recipe = load(path)
+    ring = (recipe.get('fabric') or {}).get('topology') == 'ring'
+    assert ('bootstrap_interface' in recipe_placeholders(recipe['launch'])) == ring
 
 
 @pytest.mark.parametrize('path', RECIPES, ids=[p.stem for p in RECIPES])

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 
 import pytest
+from ansible_collections.sparkfold.cluster.plugins.module_utils.env_file import parse_env
 from ansible_collections.sparkfold.cluster.plugins.modules import engine_node_facts
 
 from tests.unit.module_runner import module_runner
@@ -94,3 +96,71 @@ def test_meminfo_parsing(tmp_path):
     meminfo.write_text("MemFree:         1000 kB\n")
     with pytest.raises(ValueError, match="no MemTotal line"):
         engine_node_facts.mem_total_kib(str(meminfo))
+
+
+# The fabric role's fabric.env on a ring (roles/fabric/templates/fabric.env.j2), as it writes it.
+RING_FABRIC_ENV = """\
+# Ansible managed
+# Fabric environment of spark-a for the engine ranks (EnvironmentFile=).
+SPARKFOLD_FABRIC_INDEX=0
+SPARKFOLD_BOOTSTRAP_IFNAME=enP7s7
+NCCL_SOCKET_IFNAME==enP7s7
+GLOO_SOCKET_IFNAME=enP7s7
+
+NCCL_IB_HCA==rocep1s0f0,rocep1s0f1
+"""
+
+
+def test_reads_the_environment_file_as_systemd_does(run, tmp_path, systemctl):
+    env_file = tmp_path / "fabric.env"
+    env_file.write_text(RING_FABRIC_ENV)
+    kind, result, _w = run({"model_dir": str(tmp_path), "unit": "u.service", "record": str(tmp_path / "none.json"),
+                            "env_file": str(env_file), "_ansible_check_mode": True})
+    assert kind == "exit", result
+    assert result["changed"] is False
+    assert result["env"] == {"SPARKFOLD_FABRIC_INDEX": "0", "SPARKFOLD_BOOTSTRAP_IFNAME": "enP7s7",
+                             "NCCL_SOCKET_IFNAME": "=enP7s7", "GLOO_SOCKET_IFNAME": "enP7s7",
+                             "NCCL_IB_HCA": "=rocep1s0f0,rocep1s0f1"}
+
+
+def test_a_missing_environment_file_and_none_asked_read_null(run, tmp_path, systemctl):
+    for extra in ({"env_file": str(tmp_path / "absent.env")}, {}):
+        kind, result, _w = run({"model_dir": str(tmp_path), "unit": "u.service", "record": str(tmp_path / "n.json"),
+                                **extra})
+        assert kind == "exit", result
+        assert result["env"] is None
+
+
+def test_a_broken_environment_file_fails_naming_the_line_and_the_fix(run, tmp_path, systemctl):
+    env_file = tmp_path / "fabric.env"
+    env_file.write_text("SPARKFOLD_FABRIC_INDEX=0\nenP7s7\n")
+    kind, result, _w = run({"model_dir": str(tmp_path), "unit": "u.service", "record": str(tmp_path / "n.json"),
+                            "env_file": str(env_file)})
+    assert kind == "fail"
+    assert f"the environment file {env_file} is not an environment file: line 2 is not KEY=VALUE: 'enP7s7'" \
+        in result["msg"]
+    assert "site.yml without --tags writes it again" in result["msg"]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("", {}),
+    ("# comment\n; comment too\n\n   \n", {}),
+    ("A=1\nA=2\n", {"A": "2"}),                        # the last assignment wins
+    ("  KEY = spaced value  \n", {"KEY": "spaced value"}),
+    ("Q=\"in quotes\"\nS='single'\nH=\"half\n", {"Q": "in quotes", "S": "single", "H": "\"half"}),
+    ("EMPTY=\nEQ==x=y\n", {"EMPTY": "", "EQ": "=x=y"}),  # only the first = separates; NCCL's exact-match =
+    ("_X1=a#b\n", {"_X1": "a#b"}),                     # a # inside a value is the value's
+])
+def test_env_file_parsing(text, expected):
+    assert parse_env(text) == expected
+
+
+@pytest.mark.parametrize("text, message", [
+    ("A=1\nnot an assignment\n", "line 2 is not KEY=VALUE: 'not an assignment'"),
+    ("=value\n", "line 1 is not KEY=VALUE"),
+    ("1A=x\n", "line 1 is not KEY=VALUE"),
+    ("A B=x\n", "line 1 is not KEY=VALUE"),
+])
+def test_env_file_parsing_names_a_line_that_is_not_an_assignment(text, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse_env(text)
