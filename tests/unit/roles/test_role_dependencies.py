@@ -119,4 +119,5 @@ def test_a_reader_follows_the_owners_definition_and_the_inventory(tmp_path, role
     # listed, and skipped.
     ran = re.findall(rf"TASK \[sparkfold\.cluster\.({'|'.join(OWNERS[role])}) : ([^\]]*)\][^\n]*\n"
                      r"(?:(?!TASK \[).*\n)*?(ok|changed|skipping|fatal): ", out)
-    assert ran and all(name.startswith("Validating arguments") and status == "skipping" for _owner, name, status in ran), ran
+    assert ran and all(name.startswith("Validating arguments") and status == "skipping"
+                       for _owner, name, status in ran), ran
