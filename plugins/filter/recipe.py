@@ -21,15 +21,6 @@ import re
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
 
-try:
-    import jsonschema
-except ImportError as exc:  # the controller lacks it: recipe_check says so when it runs
-    HAS_JSONSCHEMA = False
-    JSONSCHEMA_IMPORT_ERROR = exc
-else:
-    HAS_JSONSCHEMA = True
-    JSONSCHEMA_IMPORT_ERROR = None
-
 # The flavours whose ranks run in containers (the container section, the image, the env file).
 CONTAINER_FLAVOURS = ('vllm-container', 'tfpy-container', 'sglang-container')
 _DIGEST_RE = re.compile(r'^sha256:[0-9a-f]{64}$')
@@ -136,9 +127,14 @@ def recipe_schema():
 
 @functools.lru_cache(maxsize=None)
 def _validator():
-    if not HAS_JSONSCHEMA:
+    # Imported here, not with the module: every task that uses one of this collection's filters loads this file
+    # in a fresh worker process, and jsonschema's import is a tenth of a no-op run's controller time; only
+    # recipe_check validates.
+    try:
+        import jsonschema
+    except ImportError as exc:
         raise AnsibleFilterError('recipe_check needs the Python library jsonschema on the controller '
-                                 f'(pip install jsonschema, as requirements.txt pins it): {JSONSCHEMA_IMPORT_ERROR}')
+                                 f'(pip install jsonschema, as requirements.txt pins it): {exc}') from exc
     return jsonschema.Draft7Validator(recipe_schema())
 
 
