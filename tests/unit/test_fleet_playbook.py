@@ -7,6 +7,7 @@ fleet can be made from is refused before any run starts."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 from tests.unit.playbook import REPO, run_playbook
@@ -33,6 +34,18 @@ CHILD = '''
 '''
 
 
+# A playbook that changes nothing on any cluster.
+NOOP = '''
+- name: A cluster's run that changes nothing
+  hosts: sparks
+  gather_facts: false
+  tasks:
+    - name: Read the host's name
+      ansible.builtin.command: hostname
+      changed_when: false
+'''
+
+
 def _inventory(tmp_path, extra_b=()):
     local = {'ansible_connection': 'local', 'ansible_python_interpreter': sys.executable,
              'marker_dir': str(tmp_path / 'markers')}
@@ -50,8 +63,8 @@ def _inventory(tmp_path, extra_b=()):
     return path
 
 
-def _run(tmp_path, inventory):
-    variables = {'fleet_playbook': str(tmp_path / 'child.yml'), 'fleet_log_root': str(tmp_path / 'logs'),
+def _run(tmp_path, inventory, child='child.yml'):
+    variables = {'fleet_playbook': str(tmp_path / child), 'fleet_log_root': str(tmp_path / 'logs'),
                  'fleet_poll_s': 1}
     return run_playbook(REPO / 'playbooks' / 'fleet.yml', inventory, tmp_path, args=['-e', json.dumps(variables)])
 
@@ -76,3 +89,12 @@ def test_an_inventory_no_fleet_can_be_made_from_starts_no_run(tmp_path):
     assert "a2 is in 2 clusters (cluster_a, cluster_b)" in result.stdout
     assert not (tmp_path / 'logs').exists()
     assert list((tmp_path / 'markers').iterdir()) == []
+
+
+def test_a_fleet_that_changes_nothing_reports_no_change(tmp_path):
+    inventory = _inventory(tmp_path)
+    (tmp_path / 'noop.yml').write_text(NOOP)
+    result = _run(tmp_path, inventory, child='noop.yml')
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert 'FLEET RECAP: 2 of 2 clusters ok' in result.stdout
+    assert re.search(r'localhost\s+: ok=\d+\s+changed=0 ', result.stdout), result.stdout[-1500:]
