@@ -128,8 +128,8 @@ def recipe_schema():
 @functools.lru_cache(maxsize=None)
 def _validator():
     # Imported here, not with the module: every task that uses one of this collection's filters loads this file
-    # in a fresh worker process, and jsonschema's import is a tenth of a no-op run's controller time; only
-    # recipe_check validates.
+    # in a fresh worker process, and jsonschema's import was an eighth of a no-op engine run's controller time;
+    # only recipe_check validates.
     try:
         import jsonschema
     except ImportError as exc:
