@@ -11,14 +11,16 @@ of one cluster, named ``sparks``, made of the groups ``head`` and ``workers`` as
 fleet_clusters lays the clusters out; fleet_problems refuses the inventories no cluster can be made from (a host in
 two clusters, a cluster without a head or with two, a host of a cluster in neither head nor workers, a Spark in no
 cluster, two clusters on one rail subnet, a cluster whose fabric plan reads another group); fleet_recipe_problems
-checks each cluster against its own recipe (recipe_cluster_problems, world included). Documentation lives in the
-sidecar files fleet_clusters.yml, fleet_problems.yml and fleet_recipe_problems.yml.
+checks each cluster against its own recipe (recipe_cluster_problems, world included). fleet_limits names the
+--limit of each cluster with a host in a play, so that site.yml runs a play over several clusters as one run per
+cluster; fleet_not_dispatched leaves the hosts so handed on out of that run's later plays. Documentation lives in
+the sidecar files fleet_clusters.yml, fleet_limits.yml, fleet_problems.yml and so on, one per filter.
 """
 
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_text
@@ -26,6 +28,9 @@ from ansible_collections.sparkfold.cluster.plugins.filter.cluster import RING_CI
 
 PREFIX = 'cluster_'
 SINGLE = 'sparks'
+# The hosts that site.yml's first play handed to one run per cluster (playbooks/tasks/fleet_site.yml adds them): the
+# run's later plays leave them out (fleet_not_dispatched).
+DISPATCHED = 'sparkfold_fleet_dispatched'
 
 
 def _groups(groups):
@@ -64,6 +69,37 @@ def fleet_cluster_of(groups, host):
     if not names:
         return SINGLE if host in groups.get('head', []) + groups.get('workers', []) else ''
     return next((name for name in names if host in groups[name]), '')
+
+
+def fleet_limits(groups, hosts):
+    """{cluster: its --limit} for each cluster with a host in ``hosts`` (a play's), in the inventory's order: the
+    cluster's group when all its hosts are in ``hosts``, else those that are, comma-joined. Hosts of no cluster
+    are left out. See fleet_limits.yml."""
+    groups = _groups(groups)
+    if isinstance(hosts, (str, bytes)) or not isinstance(hosts, Sequence):
+        raise AnsibleFilterError('fleet_limits: expects a list of hosts (ansible_play_hosts_all), got '
+                                 f'{to_text(hosts)!r}')
+    names = _cluster_groups(groups)
+    members = {name: groups[name] for name in names} or \
+        {SINGLE: [*groups.get('head', []), *groups.get('workers', [])]}
+    owner = {}  # each host's cluster, the first one as fleet_cluster_of says
+    for name, found in members.items():
+        for host in found:
+            owner.setdefault(host, name)
+    mine = {}
+    for host in dict.fromkeys(to_text(host) for host in hosts):
+        if host in owner:
+            mine.setdefault(owner[host], []).append(host)
+    return {name: name if set(members[name]) <= set(mine[name]) else ','.join(mine[name])
+            for name in members if name in mine}
+
+
+def fleet_not_dispatched(pattern, groups):
+    """``pattern`` less the hosts site.yml's first play handed to runs of their own (the group
+    sparkfold_fleet_dispatched): a later play of that run then has no host. ``pattern`` itself when there is no
+    such group, as in every run over one cluster. See fleet_not_dispatched.yml."""
+    pattern = to_text(pattern)
+    return f'{pattern}:!{DISPATCHED}' if DISPATCHED in _groups(groups) else pattern
 
 
 def _subnets(found):
@@ -206,6 +242,8 @@ class FilterModule:
         return {
             'fleet_clusters': fleet_clusters,
             'fleet_cluster_of': fleet_cluster_of,
+            'fleet_limits': fleet_limits,
+            'fleet_not_dispatched': fleet_not_dispatched,
             'fleet_problems': fleet_problems,
             'fleet_recipe_problems': fleet_recipe_problems,
             'fleet_recap': fleet_recap,

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The recipe role on a fleet: two pairs in one inventory (groups cluster_a and cluster_b, each head in the group
 head), local connections (no lab: the role only reads). Each host gets its own cluster's facts; a play over both
-clusters runs only where it says its roles are per cluster (recipe_fleet_play), else it names the --limit of each;
+clusters runs only where it says its roles are per cluster (recipe_fleet_play), else it names the ways to run them;
 bad input is refused once, before the play's next task changes anything."""
 
 from __future__ import annotations
@@ -89,12 +89,14 @@ def test_each_cluster_gets_its_own_facts_in_one_play(tmp_path):
     assert changed == ['a1', 'a2', 'b1', 'b2']
 
 
-def test_a_play_over_two_clusters_names_the_limit_of_each_and_one_runs_alone(tmp_path):
+def test_a_play_over_two_clusters_names_the_ways_to_run_them_and_one_runs_alone(tmp_path):
     result, text, changed = run(tmp_path, fleet())
     assert result.returncode != 0
     assert ('This play runs the hosts of 2 clusters (cluster_a, cluster_b), and its roles compute each cluster\'s '
-            'steps once a play: run it once per cluster, e.g. `--limit cluster_a`, `--limit cluster_b`') in text, \
-        text[-3000:]
+            'steps once a play: run every cluster at once, one run each, with site.yml (which does so by itself) '
+            'or ansible-playbook sparkfold.cluster.fleet -e fleet_playbook=<this playbook, e.g. '
+            'sparkfold.cluster.engine> (docs/operations.md "A fleet"), or one cluster with `--limit cluster_a`; '
+            'playbooks/doctor.yml reads the whole fleet in one run') in text, text[-3000:]
     assert changed == []
     result, text, changed = run(tmp_path, fleet(), ['--limit', 'cluster_b'])
     assert result.returncode == 0, result.stdout[-3000:]

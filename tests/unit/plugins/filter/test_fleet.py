@@ -16,6 +16,8 @@ from ansible.vars.manager import VariableManager
 from ansible_collections.sparkfold.cluster.plugins.filter.fleet import (
     fleet_cluster_of,
     fleet_clusters,
+    fleet_limits,
+    fleet_not_dispatched,
     fleet_problems,
     fleet_recap,
     fleet_recap_line,
@@ -81,6 +83,30 @@ def test_each_cluster_is_its_own():
                         'cluster_b': {'heads': ['b1'], 'workers': ['b2'], 'hosts': ['b1', 'b2']}}
     assert [fleet_cluster_of(groups, host) for host in ('a2', 'b1', 'nobody')] == ['cluster_a', 'cluster_b', '']
     assert fleet_problems(groups, hostvars) == []
+
+
+def test_each_cluster_with_a_host_in_the_play_gets_its_limit():
+    groups, _hostvars = _fleet()
+    groups = dict(groups, sparks=[*groups['sparks'], 'spare'])
+    # a cluster all in the play: its group; else its hosts in the play, in the play's order; a spare: no cluster
+    assert fleet_limits(groups, ['b2', 'a1', 'a2', 'b1', 'spare']) == \
+        {'cluster_a': 'cluster_a', 'cluster_b': 'cluster_b'}
+    assert fleet_limits(groups, ['b2', 'a1', 'b1']) == {'cluster_a': 'a1', 'cluster_b': 'cluster_b'}
+    assert fleet_limits(groups, ['a2', 'spare']) == {'cluster_a': 'a2'}
+    assert fleet_limits(groups, ['spare']) == {}
+    # a pair (no cluster_* group) is one cluster, whatever the play
+    pair = {'all': ['s1', 's2', 'x'], 'sparks': ['s1', 's2', 'x'], 'head': ['s1'], 'workers': ['s2']}
+    assert fleet_limits(pair, ['s1', 's2', 'x']) == {'sparks': 'sparks'}
+    assert fleet_limits(pair, ['s2']) == {'sparks': 's2'}
+    with pytest.raises(Exception, match='fleet_limits: expects a list of hosts'):
+        fleet_limits(groups, 'a1')
+
+
+def test_a_dispatched_run_leaves_its_hosts_out_of_its_later_plays():
+    groups, _hostvars = _fleet()
+    assert fleet_not_dispatched('sparks', groups) == 'sparks'
+    groups['sparkfold_fleet_dispatched'] = ['a1', 'a2', 'b1', 'b2']
+    assert fleet_not_dispatched('head', groups) == 'head:!sparkfold_fleet_dispatched'
 
 
 def test_a_host_in_two_clusters_is_refused():
