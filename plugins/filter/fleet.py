@@ -28,7 +28,7 @@ from ansible_collections.sparkfold.cluster.plugins.filter.cluster import RING_CI
 
 PREFIX = 'cluster_'
 SINGLE = 'sparks'
-# The hosts that site.yml's first play handed to one run per cluster (playbooks/tasks/fleet_site.yml adds them): the
+# The hosts that site.yml's first play handed to one run per cluster (the fleet role's tasks/site.yml adds them): the
 # run's later plays leave them out (fleet_not_dispatched).
 DISPATCHED = 'sparkfold_fleet_dispatched'
 

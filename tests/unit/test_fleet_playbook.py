@@ -4,7 +4,7 @@
 once; a cluster that fails does not stop the other, and the fleet's recap names the failed cluster. An inventory no
 fleet can be made from is refused before any run starts.
 
-site.yml over several clusters does the same by itself (its first play, playbooks/tasks/fleet_site.yml): tested with
+site.yml over several clusters does the same by itself (its first play, the fleet role's tasks/site.yml): tested with
 that very play, its task files and its vars, in a playbook whose later play stands in for a cluster's run (the real
 site.yml needs the lab), and with the real site.yml as far as its first refusal: a run over one cluster runs
 in-process, as before."""
@@ -150,13 +150,12 @@ SITE_REST = '''
 
 
 def _site(tmp_path):
-    """A playbook of site.yml's first play, as it is (its task file and vars file named by their full paths), whose
-    clusters' runs run this very playbook, then the stand-in of site.yml's later plays."""
+    """A playbook of site.yml's first play, as it is, whose clusters' runs run this very playbook, then the stand-in
+    of site.yml's later plays."""
     first = copy.deepcopy(yaml.safe_load((REPO / 'playbooks' / 'site.yml').read_text())[0])
     assert first['hosts'] == 'sparks' and first['tags'] == ['always'] and first['gather_facts'] is False
-    first['vars_files'] = [str(REPO / 'playbooks' / name) for name in first['vars_files']]
     (task,) = first['tasks']
-    task['ansible.builtin.include_tasks'] = str(REPO / 'playbooks' / task['ansible.builtin.include_tasks'])
+    assert task['ansible.builtin.include_role'] == {'name': 'sparkfold.cluster.fleet', 'tasks_from': 'site'}
     path = tmp_path / 'site.yml'
     task['vars'] = {'_fleet_site_playbook': str(path)}
     path.write_text(yaml.safe_dump([first, *yaml.safe_load(SITE_REST)], sort_keys=False))
@@ -265,8 +264,9 @@ def test_the_real_site_yml_hands_a_run_over_two_clusters_to_the_fleet_and_runs_o
     result = run_playbook(site, inventory, tmp_path, args=['-e', variables])
     out = result.stdout
     assert result.returncode == 2, out[-3000:]
-    # the fleet's refusal (fleet_run.yml, on the controller), not the recipe role's
-    assert re.search(r'TASK \[Refuse an inventory no fleet can be made from\] \**\n(?:(?!TASK \[).*\n)*?'
+    # the fleet's refusal (the fleet role, on the controller), not the recipe role's
+    assert re.search(r'TASK \[sparkfold\.cluster\.fleet : Refuse an inventory no fleet can be made from\] \**\n'
+                     r'(?:(?!TASK \[).*\n)*?'
                      r'fatal: \[\w+ -> localhost\]', out), out[-3000:]
     assert 'b3 is in no cluster' in out
     assert "PLAY [Hold the cluster's lock]" not in out
@@ -279,3 +279,19 @@ def test_the_real_site_yml_hands_a_run_over_two_clusters_to_the_fleet_and_runs_o
     assert task_result(out, 'Refuse an inventory no fleet can be made from', 'recipe') == 'fatal', out[-3000:]
     assert 'b3 is in no cluster' in out
     assert not (tmp_path / 'logs').exists()
+
+
+def test_the_fleet_s_settings_are_the_role_s_defaults_so_a_play_s_vars_set_them(tmp_path):
+    """As molecule/fleet's converge sets them: vars of the import, not -e. (vars_files in the play would win over
+    them, and over the inventory: the logs would go to fleet-runs/ in the working directory.)"""
+    inventory = _inventory(tmp_path)
+    (tmp_path / 'noop.yml').write_text(NOOP)
+    wrapper = tmp_path / 'converge.yml'
+    wrapper.write_text(yaml.safe_dump([{
+        'name': 'Converge the fleet', 'ansible.builtin.import_playbook': str(REPO / 'playbooks' / 'fleet.yml'),
+        'vars': {'fleet_playbook': str(tmp_path / 'noop.yml'), 'fleet_log_root': str(tmp_path / 'logs'),
+                 'fleet_poll_s': 1}}]))
+    result = run_playbook(wrapper, inventory, tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert sorted(path.name for path in (tmp_path / 'logs').glob('*/*.log')) == ['cluster_a.log', 'cluster_b.log']
+    assert not (tmp_path / 'fleet-runs').exists()
