@@ -6,7 +6,8 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: run_args
-author: sparkfold developers
+author:
+  - sparkfold developers (@sparkfold)
 version_added: "0.1.0"
 short_description: The arguments a child ansible-playbook needs to see what this run was given
 description:
