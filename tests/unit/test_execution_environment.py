@@ -4,9 +4,11 @@
 and against requirements.txt.
 
 ansible-builder is not a dependency of this checkout: `scripts/ee-context` runs it for real (`ansible-builder create`
-and its introspection of the installed collection). These tests check what needs no ansible-builder: the keys
-(https://docs.ansible.com/projects/builder/en/stable/definition/, the `schema_v3` of ansible_builder/ee_schema.py in
-ansible-builder 3.2.0), and that the image gets requirements.txt's runtime pins, all of them and nothing else.
+and its introspection of the installed collection), `scripts/ee-build` builds the image with podman and
+`scripts/ee-build --check` proves it (not part of this run: it needs the image). These tests check what needs no
+ansible-builder: the keys (https://docs.ansible.com/projects/builder/en/stable/definition/, the `schema_v3` of
+ansible_builder/ee_schema.py in ansible-builder 3.2.0), what a Debian base needs of ansible-builder's dnf-minded
+scripts, and that the image gets requirements.txt's runtime pins, all of them and nothing else.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ SECTIONS = {
 }
 DEPENDENCIES = {"python", "galaxy", "system", "python_interpreter", "ansible_core", "ansible_runner", "exclude"}
 BUILD_ARGS = {"ANSIBLE_GALAXY_CLI_COLLECTION_OPTS", "ANSIBLE_GALAXY_CLI_ROLE_OPTS", "PKGMGR_PRESERVE_CACHE"}
+BUILD_STEPS = {
+    f"{where}_{stage}" for where in ("prepend", "append") for stage in ("base", "galaxy", "builder", "final")
+}
 OPTIONS = {
     "relax_passwd_permissions",
     "skip_ansible_check",
@@ -85,6 +90,32 @@ def test_definition_uses_documented_keys_only():
     assert set(ee["dependencies"]["python_interpreter"]) <= {"package_system", "python_path"}
     for build_file in ee.get("additional_build_files", []):
         assert set(build_file) == {"src", "dest"}
+    assert set(ee.get("additional_build_steps", {})) <= BUILD_STEPS
+
+
+def test_definition_builds_on_debian_with_apt_get():
+    """ansible-builder 3's scripts were written for dnf: on Debian's apt-get, `$PKGMGR clean all` fails (apt-get clean
+    takes no arguments) unless PKGMGR_PRESERVE_CACHE is `always`, Debian's system Python refuses ensurepip (hence
+    python3-pip and skip_pip_install), assemble makes a venv (python3-venv), and an image's apt has no lists until
+    `apt-get update`, which must come before the first install (prepend_base)."""
+    ee = _load(ROOT / "execution-environment.yml")
+    assert ee["images"]["base_image"]["name"] == "docker.io/library/debian:bookworm"
+    assert ee["options"]["package_manager_path"] == "/usr/bin/apt-get"
+    assert ee["options"]["skip_pip_install"] is True
+    assert ee["build_arg_defaults"]["PKGMGR_PRESERVE_CACHE"] == "always"
+    interpreter = ee["dependencies"]["python_interpreter"]
+    assert interpreter["python_path"] == "/usr/bin/python3"
+    assert {"python3", "python3-pip", "python3-venv"} <= set(interpreter["package_system"].split())
+    steps = ee["additional_build_steps"]
+    assert any("apt-get update" in step for step in steps["prepend_base"])
+    assert any("Install-Recommends" in step for step in steps["prepend_base"])
+    assert any("/var/lib/apt/lists" in step for step in steps["append_final"])
+
+
+def test_definition_tags_this_version():
+    """scripts/ee-build tags sparkfold-ee:<galaxy.yml version>, as the definition's own tag."""
+    version = _load(ROOT / "galaxy.yml")["version"]
+    assert _load(ROOT / "execution-environment.yml")["options"]["tags"] == [f"sparkfold-ee:{version}"]
 
 
 def test_definition_pins_are_requirements_txt_pins():
@@ -117,6 +148,8 @@ def test_collection_metadata_names_runtime_requirements():
     }
     bindep = [line for line in (ROOT / "meta/ee-bindep.txt").read_text().splitlines() if not line.startswith("#")]
     assert "openssh-clients [platform:rpm]" in bindep
+    # The image is Debian's: without a dpkg line, bindep would install no ssh client at all.
+    assert "openssh-client [platform:dpkg]" in bindep
 
 
 def test_runtime_requirements_are_requirements_txt_less_the_tools():
