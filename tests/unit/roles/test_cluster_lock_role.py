@@ -53,12 +53,16 @@ def test_site_yml_holds_the_lock_first_and_releases_it_last_under_every_tag():
     # site.yml imports playbooks/site.yml, which holds the plays (ansible-playbook sparkfold.cluster.site runs it)
     assert yaml.safe_load((REPO / "site.yml").read_text())[0]["ansible.builtin.import_playbook"] == "playbooks/site.yml"
     plays = yaml.safe_load((REPO / "playbooks" / "site.yml").read_text())
-    first, last = plays[0], plays[-1]
-    assert first["tags"] == ["always"] and last["tags"] == ["always"]
+    # Before the lock, only the play that hands a run over several clusters to one run per cluster (on the
+    # controller; each of those runs holds its own cluster's lock): it changes no node.
+    dispatch, first, last = plays[0], plays[1], plays[-1]
+    assert [task["ansible.builtin.include_role"] for task in dispatch["tasks"]] == \
+        [{"name": "sparkfold.cluster.fleet", "tasks_from": "site"}]
+    assert dispatch["tags"] == first["tags"] == last["tags"] == ["always"]
     assert first["tasks"][0]["ansible.builtin.import_role"] == {"name": "sparkfold.cluster.cluster_lock"}
     assert last["tasks"][0]["ansible.builtin.import_role"] == {"name": "sparkfold.cluster.cluster_lock",
                                                                "tasks_from": "release"}
-    assert first["hosts"] == last["hosts"] == "sparks"
+    assert first["hosts"] == last["hosts"] == "{{ 'sparks' | sparkfold.cluster.fleet_not_dispatched(groups) }}"
 
 
 def test_the_lease_holds_the_watchdog_back_then_goes_and_reports_no_change(tmp_path):
